@@ -1,0 +1,14 @@
+// The `minfer` subcommands. Each parses its own flags (cxxopts), prints its
+// own --help, and returns the process exit code; errors are one line on stderr.
+#pragma once
+
+namespace minfer::cli {
+
+int cmd_run(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+
+// Path of the bundled model, the default of every command that takes one.
+const char* default_model_path();
+
+}  // namespace minfer::cli

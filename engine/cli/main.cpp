@@ -1,0 +1,58 @@
+// minfer: one binary, many subcommands.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "engine/build_info.h"
+#include "engine/cli/commands.h"
+
+namespace {
+
+struct Subcommand {
+    const char* name;
+    int (*fn)(int, char**);
+    const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"run", minfer::cli::cmd_run, "generate text from a prompt"},
+    {"inspect", minfer::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"tokenize", minfer::cli::cmd_tokenize, "turn text into token ids"},
+};
+
+void print_usage(FILE* out) {
+    std::fprintf(out, "usage: minfer <command> [options]    (minfer <command> --help for its options)\n\ncommands:\n");
+    for (const auto& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+    std::fprintf(out, "\n  --version  print the version and the backends compiled in\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const std::string cmd = argv[1];
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+        print_usage(stdout);
+        return 0;
+    }
+    if (cmd == "--version" || cmd == "version") {
+        std::printf("%s", minfer::build_info().c_str());
+        return 0;
+    }
+    for (const auto& s : kSubcommands) {
+        if (cmd == s.name) {
+            try {
+                return s.fn(argc - 1, argv + 1);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "minfer %s: error: %s\n", s.name, e.what());
+                return 1;
+            }
+        }
+    }
+    std::fprintf(stderr, "minfer: unknown command '%s' (try minfer --help)\n", cmd.c_str());
+    return 2;
+}

@@ -1,0 +1,173 @@
+// GGUF files: a validating, memory-mapped reader and a writer.
+//
+// The reader checks every count, length, type id, dimension and offset against
+// the file size before using it, so a damaged file gives one GGUFError naming
+// the file, the byte offset and what is wrong, never a crash or a huge
+// allocation. Layout notes: ../shared/docs/gguf-notes.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace minfer {
+
+struct GGUFError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ggml tensor type ids, as stored in the file.
+enum class GGMLType : uint32_t {
+    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+    I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+};
+
+struct GGMLTypeTraits {
+    const char* name;      // "F32", "Q8_0", ...
+    int64_t block_elems;   // weights per block (1 for plain types)
+    int64_t block_bytes;   // bytes per block
+};
+// nullptr for an id we do not know.
+const GGMLTypeTraits* ggml_type_traits(uint32_t type_id);
+const char* ggml_type_name(GGMLType t);  // "?" when unknown
+// Bytes of a row of `n` elements; throws GGUFError if n is not a multiple of the block.
+uint64_t ggml_row_bytes(GGMLType t, int64_t n);
+
+enum class GGUFValueType : uint32_t {
+    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+    STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+const char* gguf_value_type_name(GGUFValueType t);
+
+// One metadata value. Scalars are held widened; arrays keep their element type.
+struct GGUFArray {
+    GGUFValueType elem_type;
+    std::vector<std::string> strings;     // when elem_type == STRING
+    std::vector<uint8_t> raw;             // packed little-endian elements otherwise
+    uint64_t count = 0;
+};
+struct GGUFValue {
+    GGUFValueType type;
+    std::variant<uint64_t, int64_t, double, bool, std::string, GGUFArray> v;
+};
+
+struct GGUFTensorInfo {
+    std::string name;
+    std::vector<int64_t> ne;   // ne[0] is the contiguous dimension (GGUF order)
+    GGMLType type;
+    uint64_t offset;           // from the start of the data section
+    uint64_t nbytes;
+    const uint8_t* data;       // into the mapping (nullptr for a file parsed without data)
+    int64_t n_elements() const;
+    int64_t rows() const;      // product of ne[1..]
+};
+
+class GGUFFile {
+public:
+    // Memory-maps and validates `path`. Throws GGUFError.
+    static GGUFFile open(const std::string& path);
+    // Validates an in-memory image (fuzzing, tests); `bytes` must outlive the result.
+    static GGUFFile parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
+
+    GGUFFile(GGUFFile&&) noexcept;
+    GGUFFile& operator=(GGUFFile&&) noexcept;
+    ~GGUFFile();
+
+    const std::string& path() const { return path_; }
+    uint32_t version() const { return version_; }
+    uint32_t alignment() const { return alignment_; }
+    uint64_t file_size() const { return size_; }
+    uint64_t data_offset() const { return data_offset_; }
+
+    // Metadata, in file order.
+    const std::vector<std::pair<std::string, GGUFValue>>& metadata() const { return kv_; }
+    const GGUFValue* find(std::string_view key) const;
+    bool has(std::string_view key) const { return find(key) != nullptr; }
+
+    // Typed accessors. A missing key or an incompatible type throws a GGUFError
+    // naming the key, the type found and the type wanted. Integer getters accept
+    // any integer type whose value fits; float getters accept F32 and F64.
+    uint64_t get_uint(std::string_view key) const;
+    int64_t get_int(std::string_view key) const;
+    double get_float(std::string_view key) const;
+    bool get_bool(std::string_view key) const;
+    const std::string& get_string(std::string_view key) const;
+    const GGUFArray& get_array(std::string_view key) const;
+    const std::vector<std::string>& get_string_array(std::string_view key) const;
+    std::vector<float> get_f32_array(std::string_view key) const;    // F32 or F64 elements
+    std::vector<int64_t> get_int_array(std::string_view key) const;  // any integer elements
+
+    uint64_t get_uint_or(std::string_view key, uint64_t def) const { return has(key) ? get_uint(key) : def; }
+    double get_float_or(std::string_view key, double def) const { return has(key) ? get_float(key) : def; }
+    bool get_bool_or(std::string_view key, bool def) const { return has(key) ? get_bool(key) : def; }
+    std::string get_string_or(std::string_view key, std::string def) const { return has(key) ? get_string(key) : def; }
+
+    const std::vector<GGUFTensorInfo>& tensors() const { return tensors_; }
+    const GGUFTensorInfo* find_tensor(std::string_view name) const;
+    // Throws a GGUFError naming the tensor when it is missing.
+    const GGUFTensorInfo& tensor(std::string_view name) const;
+
+private:
+    GGUFFile() = default;
+    void parse_all(std::span<const uint8_t> bytes);
+
+    std::string path_;
+    uint32_t version_ = 0;
+    uint32_t alignment_ = 32;
+    uint64_t size_ = 0;
+    uint64_t data_offset_ = 0;
+    std::vector<std::pair<std::string, GGUFValue>> kv_;
+    std::map<std::string, size_t, std::less<>> kv_index_;
+    std::vector<GGUFTensorInfo> tensors_;
+    std::map<std::string, size_t, std::less<>> tensor_index_;
+    void* map_ = nullptr;  // mmap base, or nullptr for parse()
+    size_t map_len_ = 0;
+};
+
+// Writes GGUF v3 files that llama.cpp and gguf-py read: keys in insertion order,
+// tensors packed in insertion order, each padded to the alignment.
+class GGUFWriter {
+public:
+    explicit GGUFWriter(uint32_t alignment = 32);
+
+    void set_u32(const std::string& key, uint32_t v);
+    void set_i32(const std::string& key, int32_t v);
+    void set_u64(const std::string& key, uint64_t v);
+    void set_f32(const std::string& key, float v);
+    void set_bool(const std::string& key, bool v);
+    void set_string(const std::string& key, const std::string& v);
+    void set_string_array(const std::string& key, const std::vector<std::string>& v);
+    void set_f32_array(const std::string& key, const std::vector<float>& v);
+    void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+    // Copies any value read from another file (used to rewrite files).
+    void set_value(const std::string& key, const GGUFValue& v);
+
+    // `data` must hold exactly ggml_row_bytes(type, ne[0]) * rows bytes.
+    void add_tensor(const std::string& name, GGMLType type, std::vector<int64_t> ne,
+                    std::vector<uint8_t> data);
+
+    std::vector<uint8_t> to_bytes() const;
+    void write(const std::string& path) const;  // throws GGUFError on I/O failure
+
+private:
+    struct Tensor {
+        std::string name;
+        GGMLType type;
+        std::vector<int64_t> ne;
+        std::vector<uint8_t> data;
+    };
+    uint32_t alignment_;
+    std::vector<std::pair<std::string, GGUFValue>> kv_;
+    std::vector<Tensor> tensors_;
+};
+
+}  // namespace minfer

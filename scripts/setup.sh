@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages minfer needs and builds it into build/.
+# Usage: ./scripts/setup.sh [extra cmake -D options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libsentencepiece-dev libcxxopts-dev doctest-dev
+  libboost1.81-dev libboost-json1.81-dev libspdlog-dev libfmt-dev
+  clang libclang-rt-14-dev          # libFuzzer target for the GGUF parser
+  python3 python3-venv              # test oracles live in a virtual environment
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j"$(nproc)"
+echo "setup: built build/minfer"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test through ctest. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+
+# Test-only Python tools (oracles) in a virtual environment: Debian 12 refuses
+# system-wide pip installs.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import gguf, numpy, pytest" 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+fi
+
+# Reconfigure so that ctest registers the Python tests now that the venv exists.
+cmake -S . -B build -DMINFER_PYTHON="$PWD/.venv/bin/python" >/dev/null
+cmake --build build -j"$(nproc)"
+cd build
+ctest --output-on-failure -j"$(nproc)" --timeout 900
