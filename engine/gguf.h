@@ -48,7 +48,8 @@ enum class GGUFValueType : uint32_t {
 };
 const char* gguf_value_type_name(GGUFValueType t);
 
-// One metadata value. Scalars are held widened; arrays keep their element type.
+// One metadata value. Scalars are held widened: U8..U64 as uint64_t, I8..I64
+// as int64_t, F32 and F64 as double, BOOL as bool. Arrays keep their element type.
 struct GGUFArray {
     GGUFValueType elem_type;
     std::vector<std::string> strings;     // when elem_type == STRING
@@ -139,6 +140,9 @@ class GGUFWriter {
 public:
     explicit GGUFWriter(uint32_t alignment = 32);
 
+    // Setting a key again replaces its value and keeps its first position.
+    // general.alignment is written when the alignment is not 32; setting it to
+    // anything but the writer's alignment throws.
     void set_u32(const std::string& key, uint32_t v);
     void set_i32(const std::string& key, int32_t v);
     void set_u64(const std::string& key, uint64_t v);
@@ -151,7 +155,8 @@ public:
     // Copies any value read from another file (used to rewrite files).
     void set_value(const std::string& key, const GGUFValue& v);
 
-    // `data` must hold exactly ggml_row_bytes(type, ne[0]) * rows bytes.
+    // `data` must hold exactly ggml_row_bytes(type, ne[0]) * rows bytes. Names
+    // may have at most 63 bytes (llama.cpp's limit) and must be unique.
     void add_tensor(const std::string& name, GGMLType type, std::vector<int64_t> ne,
                     std::vector<uint8_t> data);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,10 +59,16 @@ public:
     std::string flush();  // whatever is left at the end (invalid bytes as U+FFFD)
 
 private:
+    std::string emit(bool final);
+
+    // Each push decodes only ids_[prefix_offset_:]: the ids since the last
+    // text returned plus a few before them, so that the window decodes as it
+    // does inside the whole sequence (vLLM's prefix/read offsets).
     const Tokenizer& tok_;
     std::vector<int32_t> ids_;
-    size_t emitted_ = 0;  // bytes of decode(ids_) already returned
-    size_t context_bytes_ = 0;
+    size_t prefix_offset_ = 0;
+    size_t read_offset_ = 0;    // ids_[:read_offset_] have been turned into text
+    std::string prefix_text_;   // decode(ids_[prefix_offset_:read_offset_])
 };
 
 }  // namespace minfer

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/build_info.h"
+#include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 
 namespace {
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
         if (cmd == s.name) {
             try {
                 return s.fn(argc - 1, argv + 1);
+            } catch (const minfer::cli::UsageError& e) {
+                std::fprintf(stderr, "minfer %s: %s\n", s.name, e.what());
+                return 2;
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "minfer %s: error: %s\n", s.name, e.what());
                 return 1;

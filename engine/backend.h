@@ -1,0 +1,124 @@
+// The Backend interface: the fused ops a forward pass is made of.
+//
+// kernels/cpu is the reference; kernels/cuda implements the same contract, and
+// tests compare the two op by op. Pointers passed to ops live in the
+// backend's memory (host memory for the CPU, device memory for CUDA).
+// Activations are float32 for now ("act" below); weights are packed by each
+// backend its own way behind PackedWeight.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/sampling.h"
+#include "engine/step_plan.h"
+
+namespace minfer {
+
+// A weight matrix with `rows` output features of `cols` inputs each, as GGUF
+// stores a Linear weight: ne = [cols, rows], row r contiguous.
+struct WeightView {
+    std::string name;
+    GGMLType type;
+    int64_t rows;
+    int64_t cols;
+    const uint8_t* data;  // host memory (usually the file mapping)
+};
+
+struct PackedWeight {
+    virtual ~PackedWeight() = default;
+    std::string name;
+    GGMLType type;
+    int64_t rows = 0;
+    int64_t cols = 0;
+};
+
+// The paged KV pool: for each layer, K and V blocks of shape
+// [num_blocks][block_size][n_kv_heads][head_dim]. kvcache/ decides which block
+// holds which tokens; only kernels touch the data.
+struct KVCacheShape {
+    int32_t n_layers = 0;
+    int32_t num_blocks = 0;
+    int32_t block_size = 16;
+    int32_t n_kv_heads = 0;
+    int32_t head_dim = 0;
+    size_t floats_per_block() const { return size_t(block_size) * n_kv_heads * head_dim; }
+    size_t bytes_per_layer() const { return floats_per_block() * num_blocks * sizeof(float); }
+};
+
+struct KVCache {
+    KVCacheShape shape;
+    std::vector<float*> k;  // per layer
+    std::vector<float*> v;
+};
+
+struct RopeParams {
+    int32_t n_rot = 0;              // dimensions rotated (<= head_dim)
+    float base = 10000.0f;
+    bool neox = false;              // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+    float position_scale = 1.0f;    // linear rope scaling: position / factor
+    const float* freq_factors = nullptr;  // n_rot/2 divisors (llama3 rope_freqs), backend memory
+};
+
+struct AttentionParams {
+    int32_t n_heads = 0;
+    int32_t n_kv_heads = 0;
+    int32_t head_dim = 0;
+    float scale = 1.0f;      // usually 1/sqrt(head_dim)
+    int32_t window = 0;      // sliding window in tokens; 0 = the whole context
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+
+    // Memory. alloc never returns nullptr (it throws); free(nullptr) is a no-op.
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void free(void* p) = 0;
+    virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+    virtual void download(void* dst, const void* src, size_t bytes) = 0;
+    virtual void synchronize() {}
+
+    // Weights: matrices are packed the backend's way; vectors (norm weights,
+    // biases, rope factors) are uploaded as float32.
+    virtual std::unique_ptr<PackedWeight> pack_weight(const WeightView& w) = 0;
+    float* upload_vector(std::span<const float> v);
+
+    // Makes `plan` the current step: its arrays are copied to the backend once,
+    // and the ops below read positions, slots and block tables from there.
+    virtual void set_step(const StepPlan& plan, int32_t block_size) = 0;
+
+    // ---- ops over the current step's rows (n = plan.num_tokens()) ----------
+
+    // out[n, cols] = table rows of the step's token ids.
+    virtual void embedding(const PackedWeight& table, float* out) = 0;
+    // residual += delta (when delta is not null); out = rmsnorm(residual) * weight.
+    virtual void add_rms_norm(float* residual, const float* delta, const float* weight, float eps,
+                              int32_t rows, int32_t dim, float* out) = 0;
+    // Rotates q [n, n_heads, hd] in place and k [n, n_kv_heads, hd], and writes
+    // k and v into the layer's KV blocks at the step's slots.
+    virtual void rope_kv_write(float* q, const float* k, const float* v, const AttentionParams& attn,
+                               const RopeParams& rope, KVCache& cache, int32_t layer) = 0;
+    // out[n, n_heads*hd]: causal attention of each row over its sequence's
+    // cached K/V (positions <= its own, within the window), through the block tables.
+    virtual void paged_attention(const float* q, const AttentionParams& attn, const KVCache& cache,
+                                 int32_t layer, float* out) = 0;
+    // out[rows, w.rows] = x[rows, w.cols] * W^T (+ bias).
+    virtual void matmul(const float* x, const PackedWeight& w, const float* bias, int32_t rows, float* out) = 0;
+    // out = silu(gate) * up, elementwise over rows*dim.
+    virtual void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) = 0;
+    // out[i] = x[plan.logits_rows[i]] for the current step.
+    virtual void gather_logit_rows(const float* x, int32_t dim, float* out) = 0;
+    // Samples one token per row of logits [rows.size(), vocab]; the logits may be modified.
+    virtual void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace minfer

@@ -1,0 +1,103 @@
+#include "engine/model_runner.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace minfer {
+
+ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
+    : model_(model), backend_(model.backend()), limits_(limits) {
+    const ModelConfig& c = model.config();
+    if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
+        limits_.block_size <= 0)
+        throw std::invalid_argument("runner limits must be positive");
+    auto buffer = [&](int64_t rows, int64_t width) {
+        void* p = backend_.alloc(size_t(rows * width) * sizeof(float));
+        allocations_.push_back(p);
+        return static_cast<float*>(p);
+    };
+    const int64_t n = limits_.max_num_batched_tokens;
+    const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    residual_ = buffer(n, c.dim);
+    normed_ = buffer(n, c.dim);
+    q_ = buffer(n, q_dim);
+    k_ = buffer(n, kv_dim);
+    v_ = buffer(n, kv_dim);
+    attn_ = buffer(n, q_dim);
+    proj_ = buffer(n, c.dim);
+    gate_ = buffer(n, c.ffn_dim);
+    up_ = buffer(n, c.ffn_dim);
+    hidden_ = buffer(n, c.ffn_dim);
+    last_rows_ = buffer(limits_.max_num_seqs, c.dim);
+    logits_ = buffer(limits_.max_num_seqs, c.vocab_size);
+
+    cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim};
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        cache_.k.push_back(static_cast<float*>(backend_.alloc(cache_.shape.bytes_per_layer())));
+        cache_.v.push_back(static_cast<float*>(backend_.alloc(cache_.shape.bytes_per_layer())));
+        allocations_.push_back(cache_.k.back());
+        allocations_.push_back(cache_.v.back());
+    }
+}
+
+ModelRunner::~ModelRunner() {
+    for (void* p : allocations_) backend_.free(p);
+}
+
+void ModelRunner::forward(const StepPlan& plan) {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int32_t n = plan.num_tokens();
+    if (n == 0 || n > limits_.max_num_batched_tokens)
+        throw std::invalid_argument(fmt::format("step has {} rows; the runner takes 1 to {}", n,
+                                                limits_.max_num_batched_tokens));
+    if (plan.logits_rows.size() > size_t(limits_.max_num_seqs))
+        throw std::invalid_argument("step wants more logits rows than max_num_seqs");
+    plan.validate(limits_.num_kv_blocks, limits_.block_size);
+    backend_.set_step(plan, limits_.block_size);
+
+    const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), 0};
+    backend_.embedding(*w.token_embd, residual_);
+    const float* delta = nullptr;  // the previous block's output, added to the residual by the next norm
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        const LayerWeights& L = w.layers[l];
+        backend_.add_rms_norm(residual_, delta, L.attn_norm, c.norm_eps, n, c.dim, normed_);
+        backend_.matmul(normed_, *L.wq, L.bq, n, q_);
+        backend_.matmul(normed_, *L.wk, L.bk, n, k_);
+        backend_.matmul(normed_, *L.wv, L.bv, n, v_);
+        backend_.rope_kv_write(q_, k_, v_, attn, c.rope, cache_, l);
+        backend_.paged_attention(q_, attn, cache_, l, attn_);
+        backend_.matmul(attn_, *L.wo, nullptr, n, proj_);
+
+        backend_.add_rms_norm(residual_, proj_, L.ffn_norm, c.norm_eps, n, c.dim, normed_);
+        backend_.matmul(normed_, *L.w_gate, nullptr, n, gate_);
+        backend_.matmul(normed_, *L.w_up, nullptr, n, up_);
+        backend_.swiglu(gate_, up_, n, c.ffn_dim, hidden_);
+        backend_.matmul(hidden_, *L.w_down, nullptr, n, proj_);
+        delta = proj_;
+    }
+    // Only the rows that want logits go through the final norm and the LM head.
+    num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
+    if (num_logit_rows_ == 0) return;
+    backend_.add_rms_norm(residual_, delta, w.output_norm, c.norm_eps, n, c.dim, normed_);
+    backend_.gather_logit_rows(normed_, c.dim, last_rows_);
+    backend_.matmul(last_rows_, w.lm_head(), nullptr, num_logit_rows_, logits_);
+}
+
+std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {
+    if (rows.size() != size_t(num_logit_rows_))
+        throw std::invalid_argument("sample: one SamplingRow per logits row is needed");
+    std::vector<int32_t> ids(rows.size());
+    backend_.sample(logits_, model_.config().vocab_size, rows, ids.data());
+    return ids;
+}
+
+std::vector<float> ModelRunner::logits() const {
+    std::vector<float> out(size_t(num_logit_rows_) * model_.config().vocab_size);
+    backend_.download(out.data(), logits_, out.size() * sizeof(float));
+    return out;
+}
+
+}  // namespace minfer

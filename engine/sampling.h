@@ -1,0 +1,49 @@
+// Sampling parameters and the reference sampler.
+//
+// Every random draw comes from a counter-based generator (Philox4x32-10) keyed
+// by the request's seed and indexed by (stream, position), so a request
+// samples the same token whatever batch it runs in and on either backend.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace minfer {
+
+struct SamplingParams {
+    float temperature = 1.0f;        // 0 = greedy
+    int32_t top_k = 0;               // 0 or negative = off
+    float top_p = 1.0f;              // 1 = off
+    float min_p = 0.0f;              // 0 = off
+    float repetition_penalty = 1.0f; // > 1 discourages tokens of the prompt and the output
+    float presence_penalty = 0.0f;   // subtracted once from every token already generated
+    float frequency_penalty = 0.0f;  // subtracted per occurrence in the output
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits first
+    uint64_t seed = 0;
+
+    // Throws std::invalid_argument naming the parameter that is out of range.
+    void validate(int32_t vocab_size) const;
+    bool greedy() const { return temperature <= 0.0f; }
+};
+
+// One row of logits to sample, with what its processors need.
+struct SamplingRow {
+    const SamplingParams* params = nullptr;
+    uint64_t stream = 0;                   // which sample of the request (n > 1)
+    int64_t position = 0;                  // position of the token being sampled
+    std::span<const int32_t> prompt_tokens;
+    std::span<const int32_t> output_tokens;
+};
+
+// Philox4x32-10: 128 random bits from a 64-bit key and a 128-bit counter.
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// A uniform float in [0, 1) for (seed, stream, position).
+float philox_uniform(uint64_t seed, uint64_t stream, int64_t position);
+
+// Applies the row's processors to `logits` in place and returns the token.
+int32_t sample_row(std::span<float> logits, const SamplingRow& row);
+
+}  // namespace minfer

@@ -1,0 +1,44 @@
+// A fixed pool of worker threads for data-parallel loops: parallel_for splits
+// [0, n) into one contiguous range per thread and returns when all are done.
+// The calling thread takes the first range, so a pool of N threads runs on N
+// cores with N - 1 workers and no oversubscription.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace minfer {
+
+class ThreadPool {
+public:
+    // threads <= 0: one per available core.
+    explicit ThreadPool(int threads = 0);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+    // fn(begin, end) over contiguous ranges of [0, n), each at least `grain`
+    // long (except the last), run on up to size() threads.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+private:
+    void work(int index);
+
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable wake_, done_;
+    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+    int64_t n_ = 0, chunk_ = 0;
+    int parts_ = 0;
+    uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+};
+
+}  // namespace minfer

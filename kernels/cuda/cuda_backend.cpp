@@ -1,0 +1,302 @@
+// The CUDA backend: device memory, the step's arrays on the device, and the
+// ops, each a launch (or a cuBLASLt call) on the backend's one stream. The
+// kernels live in the .cu files of their op family (cuda_ops.h lists them).
+//
+// Everything runs in order on one non-blocking stream; upload and download
+// wait for it, so to the caller they are synchronous.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <stdexcept>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace minfer {
+
+namespace {
+
+using cuda::DType;
+
+// A matrix uploaded once. Rows of F16/BF16 matrices are padded with zeros to a
+// multiple of 8 elements (16 bytes), which cuBLASLt's fast kernels want.
+struct CudaWeight final : PackedWeight {
+    void* data = nullptr;
+    DType dtype = DType::F32;
+    int64_t ld = 0;  // elements from one row to the next
+    ~CudaWeight() override { cudaFree(data); }
+};
+
+DType dtype_of(const WeightView& v) {
+    switch (v.type) {
+        case GGMLType::F32: return DType::F32;
+        case GGMLType::F16: return DType::F16;
+        case GGMLType::BF16: return DType::BF16;
+        default: throw std::invalid_argument("cuda: weight '" + v.name + "' has type " + ggml_type_name(v.type) +
+                                             ", which this backend cannot run yet");
+    }
+}
+
+// Greedy rows with no logits processor are sampled on the device.
+bool argmax_is_enough(const SamplingParams& p) {
+    return p.greedy() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+           p.frequency_penalty == 0.0f;
+}
+
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int device) {
+        CUDA_CHECK(cudaSetDevice(device));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming));
+        gemm_ = std::make_unique<cuda::CublasLtGemm>(stream_);
+        // MINFER_CUDA_SYNC=1 waits after every op, so that a fault is reported by the op that made it.
+        const char* sync = std::getenv("MINFER_CUDA_SYNC");
+        sync_each_op_ = sync && *sync && std::strcmp(sync, "0") != 0;
+    }
+
+    ~CudaBackend() override {
+        gemm_.reset();
+        cudaFree(ids_dev_);
+        cudaFree(step_dev_);
+        cudaFreeHost(step_host_);
+        cudaEventDestroy(step_copied_);
+        cudaStreamDestroy(stream_);
+    }
+
+    std::string name() const override { return "cuda"; }
+
+    void* alloc(size_t bytes) override {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+        return p;
+    }
+    // free runs from destructors, so it does not throw: a failure here is a
+    // sticky error that the next checked call reports.
+    void free(void* p) override {
+        if (!p) return;
+        cudaStreamSynchronize(stream_);  // no op in flight may still use it
+        cudaFree(p);
+    }
+    void upload(void* dst, const void* src, size_t bytes) override {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+        synchronize();
+    }
+    void download(void* dst, const void* src, size_t bytes) override {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+        synchronize();
+    }
+    void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+    std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {
+        auto w = std::make_unique<CudaWeight>();
+        w->name = v.name;
+        w->type = v.type;
+        w->rows = v.rows;
+        w->cols = v.cols;
+        w->dtype = dtype_of(v);
+        w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
+        const size_t elem = w->dtype == DType::F32 ? 4 : 2;
+        const size_t bytes = size_t(v.rows) * w->ld * elem;
+        w->data = alloc(bytes);
+        if (w->ld != v.cols) CUDA_CHECK(cudaMemsetAsync(w->data, 0, bytes, stream_));
+        CUDA_CHECK(cudaMemcpy2DAsync(w->data, w->ld * elem, v.data, v.cols * elem, v.cols * elem, v.rows,
+                                     cudaMemcpyHostToDevice, stream_));
+        synchronize();
+        return w;
+    }
+
+    void set_step(const StepPlan& plan, int32_t block_size) override {
+        const size_t n = plan.token_ids.size(), seqs = plan.context_lens.size();
+        if (plan.query_start.size() != seqs + 1 || plan.positions.size() != n || plan.slot_mapping.size() != n)
+            throw std::invalid_argument("cuda: the step plan's arrays disagree in length");
+        const std::vector<int32_t>* arrays[] = {&plan.token_ids,    &plan.positions,    &plan.slot_mapping,
+                                                &plan.query_start,  &plan.context_lens, &plan.block_tables,
+                                                &plan.logits_rows};
+        size_t total = n;  // row_seq comes first
+        for (const auto* a : arrays) total += a->size();
+
+        // The previous step's copy must have left the staging buffer before it is rewritten.
+        CUDA_CHECK(cudaEventSynchronize(step_copied_));
+        if (total * sizeof(int32_t) > step_capacity_) grow_step_buffers(total * sizeof(int32_t));
+
+        int32_t* h = step_host_;
+        std::fill(h, h + n, 0);
+        for (size_t s = 0; s < seqs; ++s)
+            for (int32_t r = std::max(plan.query_start[s], 0); r < plan.query_start[s + 1] && r < int32_t(n); ++r)
+                h[r] = int32_t(s);
+        const int32_t* d = step_dev_;
+        const int32_t* starts[std::size(arrays)];
+        size_t offset = n;
+        for (size_t i = 0; i < std::size(arrays); ++i) {
+            std::copy(arrays[i]->begin(), arrays[i]->end(), h + offset);
+            starts[i] = d + offset;
+            offset += arrays[i]->size();
+        }
+        CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        CUDA_CHECK(cudaEventRecord(step_copied_, stream_));
+
+        step_.row_seq = d;
+        step_.token_ids = starts[0];
+        step_.positions = starts[1];
+        step_.slot_mapping = starts[2];
+        step_.query_start = starts[3];
+        step_.context_lens = starts[4];
+        step_.block_tables = starts[5];
+        step_.logits_rows = starts[6];
+        step_.num_tokens = int32_t(n);
+        step_.num_seqs = int32_t(seqs);
+        step_.max_blocks_per_seq = plan.max_blocks_per_seq;
+        step_.num_logit_rows = int32_t(plan.logits_rows.size());
+        step_.block_size = block_size;
+        host_token_ids_ = h + n;
+    }
+
+    void embedding(const PackedWeight& table, float* out) override {
+        const auto& w = static_cast<const CudaWeight&>(table);
+        for (int32_t i = 0; i < step_.num_tokens; ++i)
+            if (host_token_ids_[i] < 0 || host_token_ids_[i] >= w.rows)
+                throw std::out_of_range("token id outside the vocabulary");
+        cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), out, stream_);
+        after_op();
+    }
+
+    void add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
+                      int32_t dim, float* out) override {
+        cuda::launch_add_rms_norm(residual, delta, weight, eps, rows, dim, out, stream_);
+        after_op();
+    }
+
+    void rope_kv_write(float* q, const float* k, const float* v, const AttentionParams& a, const RopeParams& rope,
+                       KVCache& cache, int32_t layer) override {
+        check_heads(a);
+        if (rope.n_rot < 0 || rope.n_rot % 2 || rope.n_rot > a.head_dim || rope.n_rot / 2 > cuda::kMaxRotPairs)
+            throw std::invalid_argument("cuda: rope n_rot must be even and at most the head size (256)");
+        cuda::RopeArgs r;
+        r.n_rot = rope.n_rot;
+        r.neox = rope.neox;
+        r.position_scale = rope.position_scale;
+        r.freq_factors = rope.freq_factors;
+        // The same expression as the CPU's, so the frequencies are bit-identical.
+        for (int32_t i = 0; i < rope.n_rot / 2; ++i) r.inv_freq[i] = std::pow(rope.base, -2.0f * i / rope.n_rot);
+        cuda::launch_rope_kv_write(step_, q, k, v, {a.n_heads, a.n_kv_heads, a.head_dim}, r, cache.k[layer],
+                                   cache.v[layer], stream_);
+        after_op();
+    }
+
+    void paged_attention(const float* q, const AttentionParams& a, const KVCache& cache, int32_t layer,
+                         float* out) override {
+        check_heads(a);
+        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], {a.n_heads, a.n_kv_heads, a.head_dim},
+                                     a.scale, a.window, out, stream_);
+        after_op();
+    }
+
+    void matmul(const float* x, const PackedWeight& pw, const float* bias, int32_t rows, float* out) override {
+        const auto& w = static_cast<const CudaWeight&>(pw);
+        gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
+        if (bias) cuda::launch_add_bias(out, bias, rows, w.rows, stream_);
+        after_op();
+    }
+
+    void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
+        cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, stream_);
+        after_op();
+    }
+
+    void gather_logit_rows(const float* x, int32_t dim, float* out) override {
+        cuda::launch_gather_rows(step_, x, dim, out, stream_);
+        after_op();
+    }
+
+    // Every row's argmax is taken on the device; rows that need more than an
+    // argmax (temperature, penalties, bias) are sampled on the host by the
+    // reference sampler over their downloaded logits, so results equal the CPU's.
+    void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) override {
+        const int32_t n = int32_t(rows.size());
+        if (n == 0) return;
+        if (size_t(n) > ids_capacity_) {
+            synchronize();
+            CUDA_CHECK(cudaFree(ids_dev_));
+            ids_dev_ = nullptr;
+            CUDA_CHECK(cudaMalloc(&ids_dev_, size_t(n) * sizeof(int32_t)));
+            ids_capacity_ = size_t(n);
+        }
+        cuda::launch_argmax_rows(logits, n, vocab, ids_dev_, stream_);
+        download(out_ids, ids_dev_, size_t(n) * sizeof(int32_t));
+        for (int32_t i = 0; i < n; ++i) {
+            if (argmax_is_enough(*rows[i].params)) continue;
+            host_row_.resize(size_t(vocab));
+            download(host_row_.data(), logits + int64_t(i) * vocab, size_t(vocab) * sizeof(float));
+            out_ids[i] = sample_row(host_row_, rows[i]);
+        }
+    }
+
+private:
+    static void check_heads(const AttentionParams& a) {
+        if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
+            throw std::invalid_argument("cuda: n_heads must be a positive multiple of n_kv_heads");
+        if (a.head_dim <= 0 || a.head_dim > cuda::kMaxHeadDim)
+            throw std::invalid_argument("cuda: head sizes up to 256 are supported");
+    }
+
+    void after_op() {
+        if (sync_each_op_) synchronize();
+    }
+
+    // Grows the step's device and staging buffers (rarely: they only grow).
+    void grow_step_buffers(size_t bytes) {
+        const size_t capacity = std::max({bytes, 2 * step_capacity_, size_t(64) << 10});
+        synchronize();
+        CUDA_CHECK(cudaFree(step_dev_));
+        CUDA_CHECK(cudaFreeHost(step_host_));
+        step_dev_ = nullptr;
+        step_host_ = nullptr;
+        step_capacity_ = 0;
+        CUDA_CHECK(cudaMalloc(&step_dev_, capacity));
+        CUDA_CHECK(cudaMallocHost(&step_host_, capacity));
+        step_capacity_ = capacity;
+    }
+
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t step_copied_ = nullptr;
+    std::unique_ptr<cuda::CublasLtGemm> gemm_;
+    bool sync_each_op_ = false;
+
+    // The current step: its arrays in one device buffer, staged through pinned memory.
+    cuda::DeviceStep step_;
+    int32_t* step_dev_ = nullptr;
+    int32_t* step_host_ = nullptr;
+    size_t step_capacity_ = 0;
+    const int32_t* host_token_ids_ = nullptr;  // in step_host_, for the vocabulary check
+
+    int32_t* ids_dev_ = nullptr;  // sampled ids
+    size_t ids_capacity_ = 0;
+    std::vector<float> host_row_;  // logits of a row sampled on the host
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+std::string cuda_device_summary(int device) {
+    cudaDeviceProp p{};
+    CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    int runtime = 0, driver = 0;
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    char line[512];
+    std::snprintf(line, sizeof line, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB; CUDA runtime %d.%d, driver %d.%d",
+                  p.name, p.major, p.minor, p.multiProcessorCount, double(p.totalGlobalMem) / (1u << 30),
+                  p.l2CacheSize >> 20, runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
+    return line;
+}
+
+}  // namespace minfer

@@ -1,0 +1,19 @@
+// The CUDA backend: the Backend contract of engine/backend.h on one GPU.
+// Plain C++ (no CUDA headers), so that any target of minfer_core can include it
+// when the library is built with MINFER_HAVE_CUDA.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace minfer {
+
+// Throws std::runtime_error when there is no such device or CUDA cannot start.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+
+// One line about the device and the CUDA versions, e.g. for a test's header.
+std::string cuda_device_summary(int device = 0);
+
+}  // namespace minfer

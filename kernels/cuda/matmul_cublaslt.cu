@@ -1,0 +1,189 @@
+// Matmul through cuBLASLt.
+//
+// Row-major out[rows, n] = x[rows, k] * W^T is, read column-major, D[n, rows] =
+// op(A) * B with A = W stored k x n (ld = ldw) and transposed, B = x stored
+// k x rows: so m = n outputs, n = rows, k = inputs, and nothing is copied.
+// F32 weights use CUBLAS_COMPUTE_32F, which is plain fp32 (TF32 would need
+// CUBLAS_COMPUTE_32F_FAST_TF32). F16/BF16 weights take the activations
+// converted into a workspace of the same type and padded like the weights, so
+// that both operands have 16-byte aligned rows; the output stays fp32.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+#define CUBLAS_CHECK(call)                                                                           \
+    do {                                                                                             \
+        const cublasStatus_t st_ = (call);                                                           \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                            \
+            ::minfer::cuda::throw_error(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__);    \
+    } while (0)
+
+namespace minfer::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // cuBLAS's advice for Hopper
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
+
+template <class T>
+__device__ T from_float(float x);
+template <>
+__device__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __half from_float(float x) { return __float2half_rn(x); }
+
+// xh[r, c] = x[r, c] for c < k, 0 for the padding columns k <= c < ld.
+template <class T>
+__global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64_t total, T* xh) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / ld, c = i % ld;
+        xh[i] = from_float<T>(c < k ? x[r * k + c] : 0.0f);
+    }
+}
+
+__global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t total) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        out[i] += bias[i % n];
+}
+
+// The largest power of two (at most 256) that divides the address and the
+// stride between rows: the alignment every row of the operand keeps.
+uint32_t alignment(const void* p, int64_t ld_bytes) {
+    const uint64_t bits = reinterpret_cast<uint64_t>(p) | uint64_t(ld_bytes) | 256;
+    return uint32_t(bits & (~bits + 1));
+}
+
+// One cached cuBLASLt setup: descriptors and the heuristic's algorithm.
+struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+};
+
+// (type, m, n, k, lda, ldb, alignment of A, B, D)
+using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+
+}  // namespace
+
+struct CublasLtGemm::Impl {
+    cudaStream_t stream = nullptr;
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;
+    void* xh = nullptr;  // converted activations (F16/BF16 weights)
+    size_t xh_bytes = 0;
+    std::map<PlanKey, Plan> plans;
+
+    const Plan& plan_for(const PlanKey& key, cudaDataType_t ab_type) {
+        auto it = plans.find(key);
+        if (it != plans.end()) return it->second;
+        const auto [type, m, n, k, lda, ldb, align_a, align_b, align_d] = key;
+        Plan p;
+        CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, k, m, lda));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, k, n, ldb));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, m, n, m));
+
+        cublasLtMatmulPreference_t pref = nullptr;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        const uint64_t ws = kWorkspaceBytes;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                          sizeof(align_a)));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                          sizeof(align_b)));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                          sizeof(align_d)));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                          sizeof(align_d)));
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+            destroy(p);
+            throw std::runtime_error("cuBLASLt has no algorithm for a matmul of type " + std::to_string(type) + ", m=" +
+                                     std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + ": " +
+                                     cublasLtGetStatusString(st));
+        }
+        p.algo = result.algo;
+        return plans.emplace(key, p).first->second;
+    }
+
+    static void destroy(Plan& p) {
+        if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+        if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+        if (p.d) cublasLtMatrixLayoutDestroy(p.d);
+        if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    }
+
+    ~Impl() {
+        for (auto& [key, p] : plans) destroy(p);
+        cudaFree(xh);
+        cudaFree(workspace);
+        if (handle) cublasLtDestroy(handle);
+    }
+};
+
+CublasLtGemm::CublasLtGemm(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+    impl_->stream = stream;
+    CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+    CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+}
+
+CublasLtGemm::~CublasLtGemm() = default;
+
+void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw,
+                       float* out) {
+    if (rows == 0 || n == 0) return;
+    Impl& s = *impl_;
+    const void* b = x;
+    int64_t ldb = k, inner = k;
+    cudaDataType_t ab_type = CUDA_R_32F;
+    if (type != DType::F32) {
+        ab_type = type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        const size_t bytes = size_t(rows) * ldw * 2;
+        if (bytes > s.xh_bytes) {  // grows to the largest step seen, then stays
+            CUDA_CHECK(cudaStreamSynchronize(s.stream));
+            CUDA_CHECK(cudaFree(s.xh));
+            s.xh = nullptr;
+            CUDA_CHECK(cudaMalloc(&s.xh, bytes));
+            s.xh_bytes = bytes;
+        }
+        const int64_t total = int64_t(rows) * ldw;
+        if (type == DType::BF16)
+            convert_rows_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(x, k, ldw, total, static_cast<__nv_bfloat16*>(s.xh));
+        else
+            convert_rows_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(x, k, ldw, total, static_cast<__half*>(s.xh));
+        CUDA_CHECK_LAUNCH();
+        b = s.xh;
+        ldb = inner = ldw;  // the padding columns are zeros in both operands
+    }
+    const size_t elem = type == DType::F32 ? 4 : 2;
+    const PlanKey key{int(type), n, rows, inner, ldw, ldb, alignment(w, ldw * elem), alignment(b, ldb * elem),
+                      alignment(out, n * 4)};
+    const Plan& p = s.plan_for(key, ab_type);
+    const float alpha = 1.0f, beta = 0.0f;  // beta = 0: out is written, never read
+    CUBLAS_CHECK(cublasLtMatmul(s.handle, p.desc, &alpha, w, p.a, b, p.b, &beta, out, p.d, out, p.d, &p.algo,
+                                s.workspace, kWorkspaceBytes, s.stream));
+}
+
+void launch_add_bias(float* out, const float* bias, int32_t rows, int64_t n, cudaStream_t stream) {
+    const int64_t total = int64_t(rows) * n;
+    if (total == 0) return;
+    add_bias_kernel<<<grid_for(total), kThreads, 0, stream>>>(out, bias, n, total);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minfer::cuda

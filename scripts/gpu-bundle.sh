@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs HERE (Debian 12, with network): gathers into .gpu/ (git-ignored) what the
+# GPU machine lacks, so that scripts/gpu.sh can build and test there offline.
+#
+#   scripts/gpu-bundle.sh [--check] [--prebuilt]
+#
+#   (always)     .gpu/debs: the .deb files of our build dependencies (apt-get download),
+#                .gpu/reference: llama2.c's greedy reference (../shared does not travel)
+#   --check      proves the bundle is enough: unpacks it and configures and builds
+#                through scripts/gpu.sh against that prefix alone, with this system's
+#                copies of the same packages hidden in a private mount namespace, then
+#                runs `minfer run` on the bundled model with the unpacked libraries
+#   --prebuilt   also builds here (portable flags) and carries the binaries and the
+#                non-system shared libraries they load: .gpu/bin, .gpu/lib
+#                (then: bash scripts/gpu.sh --prebuilt --test)
+#
+# On the GPU machine, through the device tool with carry [".gpu"]:
+#   bash scripts/gpu.sh --build --test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Headers, CMake configs and .pc files, the shared libraries they name, and
+# pkg-config itself (the GPU machine may have none).
+PACKAGES=(
+  libsentencepiece-dev libsentencepiece0
+  libcxxopts-dev doctest-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-json1.81.0
+  libboost-container1.81-dev libboost-container1.81.0   # Boost::json's CMake config links Boost::container
+  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  pkgconf pkgconf-bin libpkgconf3
+)
+CHECK=0 PREBUILT=0
+for a in "$@"; do
+  case "$a" in
+    --check) CHECK=1 ;;
+    --prebuilt) PREBUILT=1 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "gpu-bundle.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+rm -rf .gpu/debs .gpu/reference
+mkdir -p .gpu/debs .gpu/reference
+(cd .gpu/debs && apt-get download -q -o APT::Sandbox::User=root "${PACKAGES[@]}")
+cp ../shared/reference/stories260K/run_c_greedy.json .gpu/reference/
+echo "gpu-bundle: $(ls .gpu/debs | wc -l) packages, $(du -sh .gpu/debs | cut -f1) in .gpu/debs"
+
+if ((CHECK)); then
+  work=/tmp/minfer-gpu-check
+  rm -rf "$work" && mkdir -p "$work"
+  # Hide every file of these packages that is installed here (the boost headers as a
+  # whole directory), so that only the unpacked bundle can satisfy the build.
+  hide=$work/hide.sh
+  {
+    echo 'set -e; mount --make-rprivate /'
+    echo '[ -d /usr/include/boost ] && mount -t tmpfs none /usr/include/boost'
+    for p in "${PACKAGES[@]}"; do
+      { dpkg -L "$p" 2>/dev/null || true; } | while read -r f; do
+        if [ -f "$f" ] && [[ $f != /usr/include/boost/* && $f != /usr/share/doc/* ]]; then
+          echo "mount --bind /dev/null '$f'"
+        fi
+      done
+    done
+  } >"$hide"
+  echo "gpu-bundle --check: hiding $(grep -c /dev/null "$hide") installed files and /usr/include/boost"
+  unshare -m bash -c "source $hide
+    bash scripts/gpu.sh --build --deps $work/deps --build-dir $work/build &&
+    echo '=== minfer run with the unpacked libraries' &&
+    LD_LIBRARY_PATH=$work/deps/usr/lib/x86_64-linux-gnu $work/build/minfer run models/stories260K.gguf \
+      -p 'Once upon a time' -n 24 --temp 0 &&
+    echo && echo 'libraries it loads:' &&
+    LD_LIBRARY_PATH=$work/deps/usr/lib/x86_64-linux-gnu ldd $work/build/tests/gpu/minfer_gpu_ops |
+      grep -E 'sentencepiece|boost|fmt|spdlog|cuda|cublas'"
+  echo "gpu-bundle --check: the bundle builds alone"
+fi
+
+if ((PREBUILT)); then
+  build=/tmp/minfer-gpu-prebuilt
+  # MINFER_NATIVE=OFF: the GPU machine's processor may lack this one's instructions.
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_NATIVE=OFF >/dev/null
+  ninja -C "$build" minfer minfer_gpu_ops minfer_gpu_model
+  rm -rf .gpu/bin .gpu/lib
+  mkdir -p .gpu/bin .gpu/lib
+  cp "$build/minfer" "$build/tests/gpu/minfer_gpu_ops" "$build/tests/gpu/minfer_gpu_model" .gpu/bin/
+  # The shared libraries of our dependencies; the C/C++ runtime and CUDA's are there already.
+  for bin in .gpu/bin/*; do
+    ldd "$bin" | awk '/=> \// { print $3 }'
+  done | sort -u | grep -E '/lib(sentencepiece|boost_|fmt|spdlog)' | while read -r lib; do
+    cp -L "$lib" .gpu/lib/
+  done
+  echo "gpu-bundle: prebuilt $(ls .gpu/bin | tr '\n' ' ')and $(ls .gpu/lib | tr '\n' ' ')"
+fi
+echo "gpu-bundle: .gpu holds $(du -sh .gpu | cut -f1); the working tree travels with it (limit 64 MiB)"

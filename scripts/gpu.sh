@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (Ubuntu-like, x86-64, CUDA 13, no network), from the
+# repository root: builds minfer with the CUDA backend against the Debian
+# packages that scripts/gpu-bundle.sh gathered into .gpu/, then runs the GPU
+# tests. Nothing is installed into /: the packages are unpacked under /tmp.
+#
+#   bash scripts/gpu.sh [--build] [--test] [--memcheck] [--prebuilt] [--sync] [--filter OP]
+#
+#   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
+#   --test        run minfer_gpu_ops and minfer_gpu_model
+#   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
+#   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
+#                 instead of building
+#   --sync        MINFER_CUDA_SYNC=1: wait after every op, so a fault names its op
+#   --filter OP   only the minfer_gpu_ops cases whose op name contains OP
+#   --deps DIR    where the packages are unpacked (default /tmp/minfer-deps)
+#   --build-dir DIR                                (default build-gpu)
+# With no step flag it does --build --test. Logs go to $BUILD_DIR/logs and,
+# when $OUT is set, to $OUT. Prints a table of the phases' times at the end and
+# exits non-zero if any phase failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DO_BUILD=0 DO_TEST=0 DO_MEMCHECK=0 PREBUILT=0 FILTER=""
+DEPS=/tmp/minfer-deps
+BUILD_DIR=build-gpu
+while (($#)); do
+  case "$1" in
+    --build) DO_BUILD=1 ;;
+    --test) DO_TEST=1 ;;
+    --memcheck) DO_MEMCHECK=1 ;;
+    --prebuilt) PREBUILT=1 ;;
+    --sync) export MINFER_CUDA_SYNC=1 ;;
+    --filter) FILTER=$2; shift ;;
+    --deps) DEPS=$2; shift ;;
+    --build-dir) BUILD_DIR=$2; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+((DO_BUILD || DO_TEST || DO_MEMCHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((PREBUILT)) && DO_BUILD=0
+
+LOGS=$BUILD_DIR/logs
+mkdir -p "$LOGS"
+TABLE=()
+FAILED=0
+
+# run_phase NAME COMMAND...: runs the command with its output in $LOGS/NAME.log, and times it.
+run_phase() {
+  local name=$1; shift
+  echo "=== $name"
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  "$@" 2>&1 | tee "$LOGS/$name.log"
+  rc=${PIPESTATUS[0]}
+  t1=$(date +%s.%N)
+  TABLE+=("$(awk -v n="$name" -v a="$t0" -v b="$t1" -v rc="$rc" \
+    'BEGIN { printf "%-10s %8.1f s  %s", n, b - a, rc == 0 ? "ok" : "FAIL (exit " rc ")" }')")
+  ((rc == 0)) || FAILED=1
+  return "$rc"
+}
+
+finish() {
+  {
+    echo
+    echo "phase        time      result"
+    printf '%s\n' "${TABLE[@]}"
+  } | tee "$LOGS/summary.log"
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    cp "$LOGS"/*.log "$OUT"/ 2>/dev/null || true
+  fi
+  exit "$FAILED"
+}
+
+# ---- the packages, unpacked under $DEPS ---------------------------------------------
+unpack() {
+  local debs=(.gpu/debs/*.deb)
+  [ -e "${debs[0]}" ] || { echo "no .gpu/debs/*.deb: run scripts/gpu-bundle.sh here first and carry .gpu"; return 1; }
+  local stamp; stamp=$(ls .gpu/debs | md5sum)
+  if [ -f "$DEPS/.unpacked" ] && [ "$(cat "$DEPS/.unpacked")" = "$stamp" ]; then
+    echo "$DEPS is up to date"
+    return 0
+  fi
+  rm -rf "$DEPS" && mkdir -p "$DEPS" || return 1
+  for deb in "${debs[@]}"; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$DEPS" || return 1
+    else  # a .deb is an ar archive holding data.tar.*
+      local tmp; tmp=$(mktemp -d)
+      (cd "$tmp" && ar x "$OLDPWD/$deb" && tar -xf data.tar.* -C "$DEPS") || return 1
+      rm -rf "$tmp"
+    fi
+  done
+  # The .pc files say prefix=/usr: point them at the unpacked tree.
+  sed -i "s|=/usr|=$DEPS/usr|" "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$DEPS"/usr/share/pkgconfig/*.pc
+  echo "$stamp" >"$DEPS/.unpacked"
+  du -sh "$DEPS"
+}
+
+use_deps() {
+  export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
+  # The libraries' own dependencies are found through this at link time and at run time.
+  export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+configure() {
+  # The carried pkg-config, whether or not the machine has one: one path, tested by gpu-bundle.sh --check.
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON \
+    -DCMAKE_PREFIX_PATH="$DEPS/usr" -DPKG_CONFIG_EXECUTABLE="$DEPS/usr/bin/pkg-config"
+}
+
+build() {
+  ninja -C "$BUILD_DIR" -j"$(nproc)" minfer minfer_gpu_ops minfer_gpu_model
+}
+
+# ---- tests ---------------------------------------------------------------------------------
+REFERENCE=.gpu/reference/run_c_greedy.json
+[ -f "$REFERENCE" ] || REFERENCE=../shared/reference/stories260K/run_c_greedy.json
+OPS_ARGS=()
+[ -n "$FILTER" ] && OPS_ARGS=(--filter "$FILTER")
+
+find_sanitizer() {
+  command -v compute-sanitizer && return
+  for p in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  return 1
+}
+
+echo "gpu.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"
+if ((PREBUILT)); then
+  BIN=.gpu/bin
+  export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -x "$BIN/minfer_gpu_ops" ] || { echo "no $BIN/minfer_gpu_ops: run scripts/gpu-bundle.sh --prebuilt here first"; exit 2; }
+else
+  BIN=$BUILD_DIR/tests/gpu
+  use_deps
+fi
+
+if ((DO_BUILD)); then
+  run_phase unpack unpack || finish
+  run_phase configure configure || finish
+  run_phase build build || finish
+fi
+if ((DO_TEST)); then
+  run_phase ops "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
+  run_phase model "$BIN/minfer_gpu_model" --model models/stories260K.gguf --reference "$REFERENCE"
+fi
+if ((DO_MEMCHECK)); then
+  if sanitizer=$(find_sanitizer); then
+    run_phase memcheck "$sanitizer" --tool memcheck --leak-check no --error-exitcode 3 \
+      "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
+  else
+    echo "no compute-sanitizer found"
+    TABLE+=("memcheck        -    FAIL (no compute-sanitizer)")
+    FAILED=1
+  fi
+fi
+finish

@@ -1,0 +1,238 @@
+// minfer_gpu_model: stories260K end to end on the GPU.
+//
+// Loads the model on the CPU and the CUDA backend, generates every case of
+// llama2.c run.c's greedy reference on both, and checks that the GPU's ids
+// equal the reference's and the CPU's (the reference README: n = steps -
+// len(prompt_ids) + 1 new tokens, stopping at the default stop ids). Then
+// compares the logits of every row of a long prefill step and of a two-step
+// batch of several sequences (prefill chunks next to decodes), GPU against CPU.
+// One line per case, then "N passed, M failed"; exit code 1 on any failure.
+//
+// Usage: minfer_gpu_model [--model PATH] [--reference PATH]
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/model_runner.h"
+#include "engine/tokenizer.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kvcache/block_allocator.h"
+
+using namespace minfer;
+
+namespace {
+
+constexpr double kLogitsThreshold = 1e-4;  // a whole fp32 forward, summation orders differing
+
+struct Case {
+    std::string prompt;
+    int32_t steps = 0;
+    std::vector<int32_t> prompt_ids;
+    std::vector<int32_t> generated_ids;
+};
+
+std::vector<Case> read_cases(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const boost::json::value doc = boost::json::parse(text.str());
+    std::vector<Case> cases;
+    for (const boost::json::value& v : doc.as_array()) {
+        const boost::json::object& o = v.as_object();
+        Case c;
+        c.prompt = std::string(o.at("prompt").as_string());
+        c.steps = boost::json::value_to<int32_t>(o.at("steps"));
+        c.prompt_ids = boost::json::value_to<std::vector<int32_t>>(o.at("prompt_ids"));
+        c.generated_ids = boost::json::value_to<std::vector<int32_t>>(o.at("generated_ids"));
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
+// Positions where a and b differ, counting a length difference as mismatches.
+int32_t mismatches(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    int32_t n = int32_t(std::max(a.size(), b.size()) - std::min(a.size(), b.size()));
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
+    return n;
+}
+
+double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
+    if (out.size() != ref.size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        num += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+    }
+    return std::sqrt(num / den);
+}
+
+struct Tally {
+    int passed = 0;
+    int failed = 0;
+    void line(const char* op, const std::string& shape, double err, double threshold, const std::string& note = "") {
+        const bool ok = err <= threshold;
+        std::printf("%-9s %-58s %10.3e %8.1e  %s%s\n", op, shape.c_str(), err, threshold, ok ? "PASS" : "FAIL",
+                    note.c_str());
+        std::fflush(stdout);
+        ++(ok ? passed : failed);
+    }
+};
+
+std::vector<int32_t> generate_greedy(const Model& model, const Case& c, int32_t batch_tokens, int32_t block_size,
+                                     const std::vector<int32_t>& stop_ids) {
+    const int32_t ctx = model.config().context_len;
+    const int32_t blocks = (ctx + block_size - 1) / block_size;
+    BlockAllocator allocator(blocks);
+    ModelRunner runner(model, {batch_tokens, 1, blocks, block_size});
+    GenerateOptions options;
+    options.max_new_tokens = c.steps - int32_t(c.prompt_ids.size()) + 1;
+    options.sampling.temperature = 0.0f;
+    options.stop_ids = stop_ids;
+    return generate(runner, allocator, ctx, c.prompt_ids, options).generated_ids;
+}
+
+// One sequence's part of a step: rows [start, start + count) of its tokens.
+struct Part {
+    const std::vector<int32_t>* tokens;
+    const std::vector<int32_t>* blocks;  // its block table
+    int32_t start;
+    int32_t count;
+};
+
+// A step over several sequences that wants the logits of every row.
+StepPlan batch_plan(const std::vector<Part>& parts, int32_t block_size) {
+    StepPlan p;
+    for (const Part& s : parts) p.max_blocks_per_seq = std::max(p.max_blocks_per_seq, int32_t(s.blocks->size()));
+    p.query_start = {0};
+    for (const Part& s : parts) {
+        for (int32_t pos = s.start; pos < s.start + s.count; ++pos) {
+            p.logits_rows.push_back(p.num_tokens());
+            p.token_ids.push_back((*s.tokens)[pos]);
+            p.positions.push_back(pos);
+            p.slot_mapping.push_back((*s.blocks)[pos / block_size] * block_size + pos % block_size);
+        }
+        p.query_start.push_back(p.num_tokens());
+        p.context_lens.push_back(s.start + s.count);
+        std::vector<int32_t> table = *s.blocks;
+        table.resize(p.max_blocks_per_seq, -1);
+        p.block_tables.insert(p.block_tables.end(), table.begin(), table.end());
+    }
+    return p;
+}
+
+// Runs the same plans on runners of both models; the error of each step's logits.
+std::vector<double> compare_steps(const Model& cpu, const Model& gpu, RunnerLimits limits,
+                                  const std::vector<StepPlan>& plans) {
+    ModelRunner rc(cpu, limits), rg(gpu, limits);
+    std::vector<double> errs;
+    for (const StepPlan& p : plans) {
+        rc.forward(p);
+        rg.forward(p);
+        errs.push_back(rel_error(rg.logits(), rc.logits()));
+    }
+    return errs;
+}
+
+std::vector<int32_t> shuffled_blocks(int32_t n, std::mt19937& rng) {
+    std::vector<int32_t> b(n);
+    std::iota(b.begin(), b.end(), 0);
+    std::shuffle(b.begin(), b.end(), rng);
+    return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string model_path = MINFER_SOURCE_DIR "/models/stories260K.gguf";
+    std::string reference = MINFER_SHARED_DIR "/reference/stories260K/run_c_greedy.json";
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--model" && i + 1 < argc) {
+            model_path = argv[++i];
+        } else if (a == "--reference" && i + 1 < argc) {
+            reference = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: %s [--model PATH] [--reference PATH]\n", argv[0]);
+            return 2;
+        }
+    }
+    try {
+        std::printf("minfer_gpu_model: %s\n  model %s\n  reference %s\n", cuda_device_summary().c_str(),
+                    model_path.c_str(), reference.c_str());
+        const std::vector<Case> cases = read_cases(reference);
+        auto cpu = make_cpu_backend();
+        auto gpu = make_cuda_backend();
+        auto model_c = Model::load(model_path, *cpu);
+        auto model_g = Model::load(model_path, *gpu);
+        const std::vector<int32_t> stop_ids = default_stop_ids(*Tokenizer::from_gguf(model_c->file()));
+        Tally tally;
+
+        // Whole prompt in one step, chunked prefill, and block sizes 1 to 32.
+        const std::pair<int32_t, int32_t> configs[] = {{512, 16}, {3, 32}, {64, 1}};
+        for (auto [batch, block] : configs)
+            for (const Case& c : cases) {
+                const auto ids_g = generate_greedy(*model_g, c, batch, block, stop_ids);
+                const auto ids_c = generate_greedy(*model_c, c, batch, block, stop_ids);
+                const int32_t vs_ref = mismatches(ids_g, c.generated_ids), vs_cpu = mismatches(ids_g, ids_c);
+                char shape[128];
+                std::snprintf(shape, sizeof shape, "\"%s\" steps=%d batch=%d block=%d (%zu ids)", c.prompt.c_str(),
+                              c.steps, batch, block, ids_g.size());
+                char note[96];
+                std::snprintf(note, sizeof note, "  (mismatches: %d vs reference, %d vs cpu)", vs_ref, vs_cpu);
+                tally.line("generate", shape, std::max(vs_ref, vs_cpu), 0, vs_ref || vs_cpu ? note : "");
+            }
+
+        std::mt19937 rng(7);
+        const int32_t vocab = model_c->config().vocab_size;
+        std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+        auto random_tokens = [&](int32_t n) {
+            std::vector<int32_t> t(n);
+            for (int32_t& x : t) x = token(rng);
+            return t;
+        };
+
+        {  // One long prefill: BOS and the first reference generation, logits of every row.
+            std::vector<int32_t> tokens = cases.at(0).prompt_ids;
+            tokens.insert(tokens.end(), cases[0].generated_ids.begin(), cases[0].generated_ids.end());
+            tokens.resize(std::min<size_t>(tokens.size(), 200));
+            const int32_t n = int32_t(tokens.size()), bs = 16, blocks = (n + bs - 1) / bs + 4;
+            const std::vector<int32_t> table = shuffled_blocks(blocks, rng);
+            const StepPlan plan = batch_plan({{&tokens, &table, 0, n}}, bs);
+            const double err = compare_steps(*model_c, *model_g, {n, n, blocks, bs}, {plan})[0];
+            tally.line("logits", "prefill " + std::to_string(n) + " rows, block 16, every row", err, kLogitsThreshold);
+        }
+
+        {  // Several sequences in one step, then prefill chunks next to decodes and a new sequence.
+            const int32_t bs = 4, blocks = 40;
+            const std::vector<int32_t> a = random_tokens(41), b = random_tokens(35), c = random_tokens(7);
+            const std::vector<int32_t> pool = shuffled_blocks(blocks, rng);
+            const std::vector<int32_t> ta(pool.begin(), pool.begin() + 11), tb(pool.begin() + 11, pool.begin() + 20),
+                tc(pool.begin() + 20, pool.begin() + 22);
+            const std::vector<StepPlan> plans = {
+                batch_plan({{&a, &ta, 0, 40}, {&b, &tb, 0, 25}}, bs),
+                batch_plan({{&a, &ta, 40, 1}, {&b, &tb, 25, 10}, {&c, &tc, 0, 7}}, bs),
+            };
+            for (const StepPlan& p : plans) p.validate(blocks, bs);
+            const auto errs = compare_steps(*model_c, *model_g, {128, 128, blocks, bs}, plans);
+            tally.line("logits", "batch step 1: prefill 40 + prefill 25, block 4", errs[0], kLogitsThreshold);
+            tally.line("logits", "batch step 2: decode + chunk of 10 + new 7, block 4", errs[1], kLogitsThreshold);
+        }
+
+        std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
+        return tally.failed ? 1 : 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "minfer_gpu_model: %s\n", e.what());
+        return 2;
+    }
+}

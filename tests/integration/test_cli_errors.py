@@ -1,0 +1,50 @@
+"""Bad input of every kind: one clear line on stderr and a non-zero exit, never a crash."""
+import pytest
+
+from conftest import MODEL, ROOT, run_minfer
+
+
+def assert_clean_failure(proc, *needles):
+    assert proc.returncode in (1, 2), proc.returncode  # not a signal, not 0
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--temp", "-1"], "temperature"),
+    (["run", "--top-p", "0"], "top_p"),
+    (["run", "-n", "-5"], "-n"),
+    (["run", "--logit-bias", "abc"], "logit-bias"),
+    (["run", "--logit-bias", "99999=1"], "logit_bias"),
+    (["run", "--no-such-flag"], "no-such-flag"),
+    (["run", "--temp", "warm"], "warm"),
+    (["run", "--block-size", "0"], "block-size"),
+    (["nosuchcommand"], "unknown command"),
+])
+def test_bad_flags(args, needle):
+    assert_clean_failure(run_minfer(*args, check=False), needle)
+
+
+def test_missing_and_bad_files(tmp_path):
+    assert_clean_failure(run_minfer("run", tmp_path / "absent.gguf", check=False), "absent.gguf")
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf file at all")
+    assert_clean_failure(run_minfer("run", junk, check=False), "junk.gguf")
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(MODEL.read_bytes()[:500_000])
+    assert_clean_failure(run_minfer("run", truncated, check=False), "truncated.gguf")
+    vocab_only = ROOT.parent / "shared" / "vocab" / "ggml-vocab-llama-spm.gguf"
+    assert_clean_failure(run_minfer("run", vocab_only, check=False), "token_embd.weight")
+
+
+def test_prompt_longer_than_the_context():
+    proc = run_minfer("run", "-p", "word " * 600, "-n", 1, check=False)
+    assert_clean_failure(proc, "context")
+
+
+def test_help_and_version():
+    assert "--prompt" in run_minfer("run", "--help").stdout
+    v = run_minfer("--version").stdout
+    assert v.startswith("minfer ") and "backends: cpu" in v

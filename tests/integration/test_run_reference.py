@@ -1,0 +1,51 @@
+"""`minfer run` on the bundled model reproduces llama2.c run.c's greedy tokens."""
+import json
+
+import pytest
+
+from conftest import MODEL, SHARED, run_minfer
+
+CASES = json.loads((SHARED / "reference" / "stories260K" / "run_c_greedy.json").read_text())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['prompt'] or '<empty>'}-{c['steps']}")
+@pytest.mark.parametrize("batch_tokens", [512, 3])  # whole prompt in one step, or chunked prefill
+def test_greedy_matches_llama2c(case, batch_tokens):
+    # run.c's `steps` counts positions including the prompt; it samples
+    # steps - len(prompt_ids) + 1 tokens and stops early after sampling BOS.
+    n = case["steps"] - len(case["prompt_ids"]) + 1
+    out = run_minfer("run", MODEL, "-p", case["prompt"], "-n", n, "--temp", 0, "--json",
+                     "--batch-tokens", batch_tokens)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["prompt_ids"] == case["prompt_ids"]
+    assert got["generated_ids"] == case["generated_ids"]
+    # run.c prints the prompt and the generation, then a newline.
+    assert got["text"] == case["text"].rstrip("\n")
+
+
+def test_default_model_and_streaming_text():
+    out = run_minfer("run", "-p", "Once upon a time", "-n", 20, "--temp", 0)
+    assert out.stdout.startswith("Once upon a time, there was a little girl named Lily.")
+    assert "tok/s" in out.stderr
+
+
+def test_seeded_sampling_is_reproducible():
+    args = ["run", "-p", "The cat", "-n", 40, "--temp", 1.0, "--top-k", 0, "--top-p", 1.0, "--min-p", 0, "--json"]
+    a = json.loads(run_minfer(*args, "--seed", 5).stdout)
+    b = json.loads(run_minfer(*args, "--seed", 5).stdout)
+    c = json.loads(run_minfer(*args, "--seed", 6).stdout)
+    assert a["generated_ids"] == b["generated_ids"]
+    assert a["generated_ids"] != c["generated_ids"]
+
+
+def test_ignore_eos_runs_to_n():
+    case = next(c for c in CASES if c["prompt"] == "Lily" and c["steps"] == 256)  # stops on BOS at 224
+    out = json.loads(run_minfer("run", "-p", "Lily", "-n", 240, "--temp", 0, "--json", "--ignore-eos").stdout)
+    assert len(out["generated_ids"]) == 240
+    assert out["generated_ids"][:224] == case["generated_ids"]
+    assert out["finish_reason"] == "length"
+
+
+def test_generation_stops_at_the_context():
+    out = json.loads(run_minfer("run", "-n", 1000, "--temp", 0, "--json", "--ignore-eos").stdout)
+    assert len(out["prompt_ids"]) + len(out["generated_ids"]) == 512 + 1  # the last token has no position left

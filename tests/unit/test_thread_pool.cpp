@@ -1,0 +1,25 @@
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+
+using minfer::ThreadPool;
+
+TEST_CASE("parallel_for covers every index exactly once, for any n and grain") {
+    for (int threads : {1, 2, 3, 8}) {
+        ThreadPool pool(threads);
+        CHECK(pool.size() == threads);
+        for (int64_t n : {0, 1, 2, 7, 9, 10, 100, 1001}) {
+            for (int64_t grain : {1, 3, 64}) {
+                std::vector<std::atomic<int>> hits(n);
+                for (int rep = 0; rep < 3; ++rep)
+                    pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+                        for (int64_t i = b; i < e; ++i) hits[i]++;
+                    });
+                for (int64_t i = 0; i < n; ++i) REQUIRE(hits[i] == 3);
+            }
+        }
+    }
+}
