@@ -1,11 +1,34 @@
 #include "engine/backend.h"
 
+#include <stdexcept>
+
+#ifdef MINFER_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
 namespace minfer {
 
 float* Backend::upload_vector(std::span<const float> v) {
     auto* p = static_cast<float*>(alloc(v.size_bytes()));
     upload(p, v.data(), v.size_bytes());
     return p;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+    if (device == "cpu") return make_cpu_backend();
+    if (device == "cuda" || device == "auto") {
+#ifdef MINFER_HAVE_CUDA
+        try {
+            return make_cuda_backend(0);
+        } catch (const std::exception&) {
+            if (device == "cuda") throw;
+        }
+#else
+        if (device == "cuda") throw std::invalid_argument("this build of minfer has no CUDA backend");
+#endif
+        return make_cpu_backend();
+    }
+    throw std::invalid_argument("--device must be cpu, cuda or auto, got '" + device + "'");
 }
 
 }  // namespace minfer

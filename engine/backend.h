@@ -121,4 +121,8 @@ public:
 
 std::unique_ptr<Backend> make_cpu_backend();
 
+// "cpu", "cuda" (throws if this build has no CUDA or there is no GPU), or
+// "auto": cuda when the build has it and a GPU answers, else cpu.
+std::unique_ptr<Backend> make_backend(const std::string& device);
+
 }  // namespace minfer

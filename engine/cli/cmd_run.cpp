@@ -29,7 +29,7 @@ std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-    cxxopts::Options opts("minfer run", "Generate text from a prompt (one sequence, CPU backend).");
+    cxxopts::Options opts("minfer run", "Generate text from a prompt (one sequence).");
     opts.custom_help("[MODEL] [options]");
     opts.positional_help("");
     // clang-format off
@@ -48,6 +48,7 @@ int cmd_run(int argc, char** argv) {
         ("seed", "random seed (default: a random one)", cxxopts::value<uint64_t>())
         ("ignore-eos", "keep generating past end-of-generation tokens")
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
+        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
         ("h,help", "show this help");
@@ -79,7 +80,10 @@ int cmd_run(int argc, char** argv) {
     if (block_size <= 0 || block_size > 1024) throw UsageError("--block-size must be in 1..1024");
 
     const std::string path = args["model"].as<std::string>();
-    auto backend = make_cpu_backend();
+    const std::string device = args["device"].as<std::string>();
+    if (device != "cpu" && device != "cuda" && device != "auto")
+        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
+    auto backend = make_backend(device);
     auto model = Model::load(path, *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
@@ -126,8 +130,8 @@ int cmd_run(int argc, char** argv) {
         std::printf("%s\n", detok.flush().c_str());
     }
     const size_t n_gen = r.generated_ids.size();
-    std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
-                 prompt_ids.size(), r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, n_gen,
+    std::fprintf(stderr, "%s | prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
+                 backend->name().c_str(), prompt_ids.size(), r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, n_gen,
                  r.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / r.decode_seconds : 0.0, r.finish_reason.c_str());
     return 0;
 }
