@@ -14,8 +14,8 @@ float* Backend::upload_vector(std::span<const float> v) {
     return p;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-    if (device == "cpu") return make_cpu_backend();
+std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads) {
+    if (device == "cpu") return make_cpu_backend(cpu_threads);
     if (device == "cuda" || device == "auto") {
 #ifdef MINFER_HAVE_CUDA
         try {
@@ -26,7 +26,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
 #else
         if (device == "cuda") throw std::invalid_argument("this build of minfer has no CUDA backend");
 #endif
-        return make_cpu_backend();
+        return make_cpu_backend(cpu_threads);
     }
     throw std::invalid_argument("--device must be cpu, cuda or auto, got '" + device + "'");
 }

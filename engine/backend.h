@@ -119,10 +119,12 @@ public:
     virtual void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) = 0;
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+// threads <= 0: one per core.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 // "cpu", "cuda" (throws if this build has no CUDA or there is no GPU), or
 // "auto": cuda when the build has it and a GPU answers, else cpu.
-std::unique_ptr<Backend> make_backend(const std::string& device);
+// cpu_threads: the CPU backend's pool size (<= 0: one per core).
+std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads = 0);
 
 }  // namespace minfer

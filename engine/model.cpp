@@ -99,13 +99,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
         if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
             throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}]", f.path(), name,
                                          fmt::join(t.ne, ", "), cols, rows));
-        switch (t.type) {
-            case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: break;
-            default:
-                throw ModelError(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet", f.path(),
-                                             name, ggml_type_name(t.type)));
+        try {
+            return backend.pack_weight({name, t.type, rows, cols, t.data});
+        } catch (const std::invalid_argument& e) {  // a type this backend cannot run
+            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
         }
-        return backend.pack_weight({name, t.type, rows, cols, t.data});
     };
     // A vector, converted to float32 and uploaded.
     auto vector = [&](const std::string& name, int64_t n) -> float* {

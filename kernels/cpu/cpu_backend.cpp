@@ -7,59 +7,24 @@
 #include <stdexcept>
 
 #include "engine/backend.h"
-#include "engine/float16.h"
+#include "engine/quant.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vec_dot.h"
 
 namespace minfer {
 
 namespace {
 
-// Weights stay where they are (usually the file mapping); rows are read in
-// their stored type and widened as they are used.
+// Weights stay where they are (usually the file mapping): matmul reads them in
+// their stored type (kernels/cpu/matmul.h).
 struct CpuWeight : PackedWeight {
-    const uint8_t* data = nullptr;
-    size_t row_bytes = 0;
+    cpu::MatmulWeight m;
 };
-
-// Dot product of a stored weight row with a float vector.
-float dot_row(const CpuWeight& w, int64_t row, const float* x) {
-    const uint8_t* p = w.data + row * w.row_bytes;
-    float sum = 0.0f;
-    switch (w.type) {
-        case GGMLType::F32: {
-            const auto* r = reinterpret_cast<const float*>(p);
-            for (int64_t j = 0; j < w.cols; ++j) sum += r[j] * x[j];
-            break;
-        }
-        case GGMLType::F16: {
-            const auto* r = reinterpret_cast<const uint16_t*>(p);
-            for (int64_t j = 0; j < w.cols; ++j) sum += fp16_to_f32(r[j]) * x[j];
-            break;
-        }
-        case GGMLType::BF16: {
-            const auto* r = reinterpret_cast<const uint16_t*>(p);
-            for (int64_t j = 0; j < w.cols; ++j) sum += bf16_to_f32(r[j]) * x[j];
-            break;
-        }
-        default: throw std::logic_error("cpu: unsupported weight type");
-    }
-    return sum;
-}
-
-void widen_row(const CpuWeight& w, int64_t row, float* out) {
-    const uint8_t* p = w.data + row * w.row_bytes;
-    for (int64_t j = 0; j < w.cols; ++j) {
-        uint16_t h;
-        switch (w.type) {
-            case GGMLType::F32: std::memcpy(&out[j], p + 4 * j, 4); break;
-            case GGMLType::F16: std::memcpy(&h, p + 2 * j, 2); out[j] = fp16_to_f32(h); break;
-            case GGMLType::BF16: std::memcpy(&h, p + 2 * j, 2); out[j] = bf16_to_f32(h); break;
-            default: throw std::logic_error("cpu: unsupported weight type");
-        }
-    }
-}
 
 class CpuBackend final : public Backend {
 public:
+    explicit CpuBackend(int threads) : pool_(threads) {}
     std::string name() const override { return "cpu"; }
 
     void* alloc(size_t bytes) override {
@@ -77,15 +42,19 @@ public:
         w->type = v.type;
         w->rows = v.rows;
         w->cols = v.cols;
-        w->data = v.data;
-        w->row_bytes = ggml_row_bytes(v.type, v.cols);
+        if (!cpu::has_vec_dot(v.type) || !can_dequantize(v.type))
+            throw std::invalid_argument("cpu: weight '" + v.name + "' has type " + ggml_type_name(v.type) +
+                                        ", which this backend cannot run");
+        w->m = {v.type, v.rows, v.cols, v.data, ggml_row_bytes(v.type, v.cols)};
         return w;
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
         step_ = &plan;
         block_size_ = block_size;
-        scores_.resize(plan.max_context_len());
+        seq_of_row_.resize(plan.num_tokens());
+        for (int32_t s = 0; s < plan.num_seqs(); ++s)
+            for (int32_t r = plan.query_start[s]; r < plan.query_start[s + 1]; ++r) seq_of_row_[r] = s;
     }
 
     void embedding(const PackedWeight& table, float* out) override {
@@ -93,7 +62,7 @@ public:
         for (int32_t i = 0; i < step_->num_tokens(); ++i) {
             const int32_t id = step_->token_ids[i];
             if (id < 0 || id >= w.rows) throw std::out_of_range("token id outside the vocabulary");
-            widen_row(w, id, out + i * w.cols);
+            cpu::widen_row(w.m, id, out + i * w.cols);
         }
     }
 
@@ -133,45 +102,46 @@ public:
         const float* k_pool = cache.k[layer];
         const float* v_pool = cache.v[layer];
         const StepPlan& p = *step_;
-        for (int32_t s = 0; s < p.num_seqs(); ++s) {
-            const int32_t* table = p.block_tables.data() + int64_t(s) * p.max_blocks_per_seq;
-            for (int32_t r = p.query_start[s]; r < p.query_start[s + 1]; ++r) {
+        const int32_t max_ctx = p.max_context_len();
+        // One task per (row, head); long contexts make each task bigger.
+        const int64_t tasks = int64_t(p.num_tokens()) * a.n_heads;
+        pool_.parallel_for(tasks, std::max<int64_t>(1, 4096 / std::max(1, max_ctx)), [&](int64_t t0, int64_t t1) {
+            thread_local std::vector<float> scores;
+            scores.resize(size_t(max_ctx));
+            for (int64_t task = t0; task < t1; ++task) {
+                const int32_t r = int32_t(task / a.n_heads), h = int32_t(task % a.n_heads);
+                const int32_t* table = p.block_tables.data() + int64_t(seq_of_row_[r]) * p.max_blocks_per_seq;
                 const int32_t pos = p.positions[r];
                 const int32_t first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
-                for (int32_t h = 0; h < a.n_heads; ++h) {
-                    const float* qh = q + (int64_t(r) * a.n_heads + h) * hd;
-                    const int64_t kv_off = int64_t(h / group) * hd;
-                    auto slot = [&](int32_t t) { return int64_t(table[t / block_size_]) * block_size_ + t % block_size_; };
-                    float max_score = -INFINITY;
-                    for (int32_t t = first; t <= pos; ++t) {
-                        const float* kt = k_pool + slot(t) * kv_row + kv_off;
-                        float dot = 0.0f;
-                        for (int32_t j = 0; j < hd; ++j) dot += qh[j] * kt[j];
-                        scores_[t] = dot * a.scale;
-                        max_score = std::max(max_score, scores_[t]);
-                    }
-                    float total = 0.0f;
-                    for (int32_t t = first; t <= pos; ++t) {
-                        scores_[t] = std::exp(scores_[t] - max_score);
-                        total += scores_[t];
-                    }
-                    float* oh = out + (int64_t(r) * a.n_heads + h) * hd;
-                    std::fill(oh, oh + hd, 0.0f);
-                    for (int32_t t = first; t <= pos; ++t) {
-                        const float* vt = v_pool + slot(t) * kv_row + kv_off;
-                        const float wgt = scores_[t] / total;
-                        for (int32_t j = 0; j < hd; ++j) oh[j] += wgt * vt[j];
-                    }
+                const float* qh = q + (int64_t(r) * a.n_heads + h) * hd;
+                const int64_t kv_off = int64_t(h / group) * hd;
+                auto slot = [&](int32_t t) { return int64_t(table[t / block_size_]) * block_size_ + t % block_size_; };
+                float max_score = -INFINITY;
+                for (int32_t t = first; t <= pos; ++t) {
+                    const float* kt = k_pool + slot(t) * kv_row + kv_off;
+                    float dot = 0.0f;
+                    for (int32_t j = 0; j < hd; ++j) dot += qh[j] * kt[j];
+                    scores[t] = dot * a.scale;
+                    max_score = std::max(max_score, scores[t]);
+                }
+                float total = 0.0f;
+                for (int32_t t = first; t <= pos; ++t) {
+                    scores[t] = std::exp(scores[t] - max_score);
+                    total += scores[t];
+                }
+                float* oh = out + (int64_t(r) * a.n_heads + h) * hd;
+                std::fill(oh, oh + hd, 0.0f);
+                for (int32_t t = first; t <= pos; ++t) {
+                    const float* vt = v_pool + slot(t) * kv_row + kv_off;
+                    const float wgt = scores[t] / total;
+                    for (int32_t j = 0; j < hd; ++j) oh[j] += wgt * vt[j];
                 }
             }
-        }
+        });
     }
 
     void matmul(const float* x, const PackedWeight& pw, const float* bias, int32_t rows, float* out) override {
-        const auto& w = static_cast<const CpuWeight&>(pw);
-        for (int32_t r = 0; r < rows; ++r)
-            for (int64_t o = 0; o < w.rows; ++o)
-                out[r * w.rows + o] = dot_row(w, o, x + r * w.cols) + (bias ? bias[o] : 0.0f);
+        cpu::matmul(pool_, static_cast<const CpuWeight&>(pw).m, x, rows, bias, out);
     }
 
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
@@ -203,13 +173,14 @@ private:
         }
     }
 
+    cpu::ThreadPool pool_;
     const StepPlan* step_ = nullptr;
     int32_t block_size_ = 16;
-    std::vector<float> scores_;
+    std::vector<int32_t> seq_of_row_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
 }  // namespace minfer

@@ -1,8 +1,16 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 
-namespace minfer {
+namespace minfer::cpu {
+
+namespace {
+// About 50 microseconds of spinning before a worker sleeps.
+constexpr int kSpinRounds = 20000;
+inline void pause() { _mm_pause(); }
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -26,37 +34,43 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
         fn(0, n);
         return;
     }
+    job_ = &fn;
+    n_ = n;
+    chunk_ = (n + parts - 1) / parts;
+    parts_ = parts;
+    pending_.store(parts - 1, std::memory_order_relaxed);
     {
+        // Publishing under the lock means a worker about to sleep cannot miss it.
         std::lock_guard<std::mutex> lock(mu_);
-        job_ = &fn;
-        n_ = n;
-        chunk_ = (n + parts - 1) / parts;
-        parts_ = parts;
-        pending_ = parts - 1;
-        ++generation_;
+        generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_.notify_all();
+    if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
     fn(0, std::min(chunk_, n));
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
+    while (pending_.load(std::memory_order_acquire) > 0) pause();
 }
 
 void ThreadPool::work(int index) {
     uint64_t seen = 0;
     for (;;) {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        const int64_t begin = index * chunk_, end = std::min(n_, begin + chunk_);
-        const auto* job = job_;
+        uint64_t gen = generation_.load(std::memory_order_acquire);
+        for (int spin = 0; gen == seen && spin < kSpinRounds && !stop_.load(std::memory_order_relaxed); ++spin) {
+            pause();
+            gen = generation_.load(std::memory_order_acquire);
+        }
+        if (gen == seen) {
+            std::unique_lock<std::mutex> lock(mu_);
+            sleepers_.fetch_add(1, std::memory_order_acq_rel);
+            wake_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
+            sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+            gen = generation_.load(std::memory_order_acquire);
+        }
+        if (stop_.load()) return;
+        seen = gen;
         if (index >= parts_) continue;  // this job has fewer parts than threads
-        lock.unlock();
-        if (begin < end) (*job)(begin, end);
-        lock.lock();
-        if (--pending_ == 0) done_.notify_one();
+        const int64_t begin = index * chunk_, end = std::min(n_, begin + chunk_);
+        if (begin < end) (*job_)(begin, end);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
-}  // namespace minfer
+}  // namespace minfer::cpu

@@ -2,8 +2,13 @@
 // [0, n) into one contiguous range per thread and returns when all are done.
 // The calling thread takes the first range, so a pool of N threads runs on N
 // cores with N - 1 workers and no oversubscription.
+//
+// A decode step is hundreds of short loops, so waking workers must cost
+// microseconds: workers spin for a while on an atomic job counter before they
+// sleep on a condition variable, and the caller spins for completion.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -11,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace minfer {
+namespace minfer::cpu {
 
 class ThreadPool {
 public:
@@ -24,21 +29,24 @@ public:
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
     // fn(begin, end) over contiguous ranges of [0, n), each at least `grain`
-    // long (except the last), run on up to size() threads.
+    // long (except the last), run on up to size() threads. Not reentrant.
     void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 private:
     void work(int index);
 
     std::vector<std::thread> workers_;
-    std::mutex mu_;
-    std::condition_variable wake_, done_;
+    // The current job; written by the caller before `generation_` is bumped.
     const std::function<void(int64_t, int64_t)>* job_ = nullptr;
     int64_t n_ = 0, chunk_ = 0;
     int parts_ = 0;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    // Sleeping workers wait here; `sleepers_` tells the caller whether to notify.
+    std::mutex mu_;
+    std::condition_variable wake_;
+    std::atomic<int> sleepers_{0};
 };
 
-}  // namespace minfer
+}  // namespace minfer::cpu

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/thread_pool.h"
 
-using minfer::ThreadPool;
+using minfer::cpu::ThreadPool;
 
 TEST_CASE("parallel_for covers every index exactly once, for any n and grain") {
     for (int threads : {1, 2, 3, 8}) {

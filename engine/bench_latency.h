@@ -1,0 +1,38 @@
+// `minfer bench latency`: prefill and decode speed of one model on one backend,
+// measured through the same ModelRunner and step plans the engine uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+
+namespace minfer {
+
+struct LatencyOptions {
+    int32_t batch = 1;         // sequences decoded together
+    int32_t input_len = 128;   // prompt tokens per sequence (random ids)
+    int32_t output_len = 64;   // decode steps
+    int32_t repetitions = 5;   // measured runs (medians are reported)
+    int32_t warmup = 1;        // unmeasured runs first
+    int32_t block_size = 16;
+    uint64_t seed = 0;
+};
+
+struct LatencyResult {
+    double prefill_seconds = 0;      // median time to prefill batch * input_len tokens
+    double decode_seconds = 0;       // median time of output_len decode steps
+    double prefill_tok_s = 0;
+    double decode_tok_s = 0;         // batch * output_len / decode_seconds
+    double decode_step_ms = 0;
+    double decode_bytes_per_step = 0;  // weights + KV read by one decode step
+    double decode_gb_s = 0;          // achieved memory bandwidth while decoding
+    double prefill_flops = 0;        // floating-point operations of one prefill
+    double prefill_tflop_s = 0;
+    std::vector<double> prefill_runs, decode_runs;  // every measured run, seconds
+};
+
+LatencyResult bench_latency(const Model& model, const LatencyOptions& options);
+
+}  // namespace minfer

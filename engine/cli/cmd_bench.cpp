@@ -1,0 +1,108 @@
+// minfer bench latency: prefill and decode throughput of one model.
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "engine/bench_latency.h"
+#include "engine/cli/cli_common.h"
+#include "engine/cli/commands.h"
+#include "engine/model.h"
+
+namespace minfer::cli {
+
+namespace {
+
+int bench_latency_cmd(int argc, char** argv) {
+    cxxopts::Options opts("minfer bench latency",
+                          "Prefill and decode speed: medians of several runs after a warm-up, on random token ids.");
+    opts.custom_help("[MODEL] [options]");
+    opts.positional_help("");
+    // clang-format off
+    opts.add_options()
+        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
+        ("batch", "sequences decoded together", cxxopts::value<int32_t>()->default_value("1"))
+        ("input-len", "prompt tokens per sequence", cxxopts::value<int32_t>()->default_value("128"))
+        ("output-len", "tokens generated per sequence", cxxopts::value<int32_t>()->default_value("64"))
+        ("repetitions", "measured runs", cxxopts::value<int32_t>()->default_value("5"))
+        ("warmup", "unmeasured runs first", cxxopts::value<int32_t>()->default_value("1"))
+        ("device", "cpu, cuda, or auto", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
+        ("json", "print one JSON object")
+        ("h,help", "show this help");
+    // clang-format on
+    opts.parse_positional({"model"});
+    const auto args = parse_or_usage(opts, argc, argv);
+    if (args.count("help")) {
+        std::printf("%s\n", opts.help().c_str());
+        return 0;
+    }
+    LatencyOptions o;
+    o.batch = args["batch"].as<int32_t>();
+    o.input_len = args["input-len"].as<int32_t>();
+    o.output_len = args["output-len"].as<int32_t>();
+    o.repetitions = args["repetitions"].as<int32_t>();
+    o.warmup = args["warmup"].as<int32_t>();
+    if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
+    if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
+    if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
+    if (o.repetitions <= 0 || o.warmup < 0) throw UsageError("--repetitions must be > 0 and --warmup >= 0");
+    const std::string device = args["device"].as<std::string>();
+    if (device != "cpu" && device != "cuda" && device != "auto")
+        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
+    const int32_t threads = args["threads"].as<int32_t>();
+    if (threads < 0) throw UsageError("--threads must be >= 0");
+
+    const std::string path = args["model"].as<std::string>();
+    auto backend = make_backend(device, threads);
+    auto model = Model::load(path, *backend);
+    const ModelConfig& c = model->config();
+    if (o.input_len + o.output_len > c.context_len)
+        throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",
+                                     o.input_len + o.output_len, c.context_len));
+    const LatencyResult r = bench_latency(*model, o);
+
+    if (args.count("json")) {
+        boost::json::object j;
+        j["model"] = path;
+        j["backend"] = backend->name();
+        j["batch"] = o.batch;
+        j["input_len"] = o.input_len;
+        j["output_len"] = o.output_len;
+        j["repetitions"] = o.repetitions;
+        j["prefill_tok_s"] = r.prefill_tok_s;
+        j["decode_tok_s"] = r.decode_tok_s;
+        j["prefill_ms"] = r.prefill_seconds * 1e3;
+        j["decode_step_ms"] = r.decode_step_ms;
+        j["decode_gb_s"] = r.decode_gb_s;
+        j["prefill_tflop_s"] = r.prefill_tflop_s;
+        j["prefill_runs_s"] = boost::json::value_from(r.prefill_runs);
+        j["decode_runs_s"] = boost::json::value_from(r.decode_runs);
+        std::printf("%s\n", boost::json::serialize(j).c_str());
+        return 0;
+    }
+    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s\n", path.c_str(), c.arch.c_str(), c.n_layers,
+                c.dim, backend->name().c_str());
+    std::printf("prefill  batch %d x %d tokens: %10.1f tok/s  (%.2f ms, %.3f TFLOP/s)\n", o.batch, o.input_len,
+                r.prefill_tok_s, r.prefill_seconds * 1e3, r.prefill_tflop_s);
+    if (o.output_len > 1)
+        std::printf("decode   batch %d x %d steps:  %10.1f tok/s  (%.3f ms/step, %.1f GB/s of weights and KV)\n",
+                    o.batch, o.output_len - 1, r.decode_tok_s, r.decode_step_ms, r.decode_gb_s);
+    std::printf("(medians of %d runs after %d warm-up)\n", o.repetitions, o.warmup);
+    return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        std::printf("usage: minfer bench latency [MODEL] [options]   (minfer bench latency --help)\n");
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string what = argv[1];
+    if (what == "latency") return bench_latency_cmd(argc - 1, argv + 1);
+    throw UsageError("unknown benchmark '" + what + "' (try: latency)");
+}
+
+}  // namespace minfer::cli
