@@ -25,6 +25,27 @@
 
 namespace minfer {
 
+// Size in the file of a scalar value type; 0 for STRING and ARRAY, which have a
+// length prefix instead.
+size_t gguf_scalar_size(GGUFValueType t) {
+    switch (t) {
+        case GGUFValueType::U8:
+        case GGUFValueType::I8:
+        case GGUFValueType::BOOL: return 1;
+        case GGUFValueType::U16:
+        case GGUFValueType::I16: return 2;
+        case GGUFValueType::U32:
+        case GGUFValueType::I32:
+        case GGUFValueType::F32: return 4;
+        case GGUFValueType::U64:
+        case GGUFValueType::I64:
+        case GGUFValueType::F64: return 8;
+        case GGUFValueType::STRING:
+        case GGUFValueType::ARRAY: return 0;
+    }
+    return 0;
+}
+
 // The file is little-endian and the parser copies values straight out of it.
 static_assert(std::endian::native == std::endian::little, "minfer's GGUF reader assumes a little-endian host");
 
@@ -51,26 +72,6 @@ constexpr TypeRow kTypes[] = {
     {28, {"F64", 1, 8}},      {30, {"BF16", 1, 2}},
 };
 
-// Size in the file of a scalar value type; 0 for STRING and ARRAY, which have a
-// length prefix instead.
-size_t scalar_size(GGUFValueType t) {
-    switch (t) {
-        case GGUFValueType::U8:
-        case GGUFValueType::I8:
-        case GGUFValueType::BOOL: return 1;
-        case GGUFValueType::U16:
-        case GGUFValueType::I16: return 2;
-        case GGUFValueType::U32:
-        case GGUFValueType::I32:
-        case GGUFValueType::F32: return 4;
-        case GGUFValueType::U64:
-        case GGUFValueType::I64:
-        case GGUFValueType::F64: return 8;
-        case GGUFValueType::STRING:
-        case GGUFValueType::ARRAY: return 0;
-    }
-    return 0;
-}
 
 bool is_value_type(uint32_t id) { return id <= static_cast<uint32_t>(GGUFValueType::F64); }
 
@@ -191,7 +192,7 @@ GGUFArray read_array(Reader& r) {
         for (uint64_t i = 0; i < a.count; ++i) a.strings.push_back(r.string("string"));
         return a;
     }
-    const uint64_t elem_size = scalar_size(a.elem_type);
+    const uint64_t elem_size = gguf_scalar_size(a.elem_type);
     if (a.count > r.remaining() / elem_size)
         r.fail(count_at, "array of {} {} values exceeds the file ({} bytes, {} left)", a.count,
                gguf_value_type_name(a.elem_type), r.size(), r.remaining());
@@ -373,6 +374,15 @@ GGUFFile GGUFFile::parse(std::span<const uint8_t> bytes, std::string name) {
     return f;
 }
 
+GGUFFile GGUFFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+    GGUFFile f;
+    f.path_ = std::move(name);
+    f.owned_ = std::move(bytes);
+    // Moving a vector keeps its buffer, so the tensor pointers survive moves of f.
+    f.parse_all(f.owned_);
+    return f;
+}
+
 void GGUFFile::parse_all(std::span<const uint8_t> bytes) {
     Reader r(bytes, path_);
     size_ = bytes.size();
@@ -477,7 +487,8 @@ GGUFFile::GGUFFile(GGUFFile&& o) noexcept
       tensors_(std::move(o.tensors_)),
       tensor_index_(std::move(o.tensor_index_)),
       map_(std::exchange(o.map_, nullptr)),
-      map_len_(std::exchange(o.map_len_, 0)) {}
+      map_len_(std::exchange(o.map_len_, 0)),
+      owned_(std::move(o.owned_)) {}
 
 GGUFFile& GGUFFile::operator=(GGUFFile&& o) noexcept {
     if (this == &o) return *this;
@@ -493,6 +504,7 @@ GGUFFile& GGUFFile::operator=(GGUFFile&& o) noexcept {
     tensor_index_ = std::move(o.tensor_index_);
     map_ = std::exchange(o.map_, nullptr);
     map_len_ = std::exchange(o.map_len_, 0);
+    owned_ = std::move(o.owned_);
     return *this;
 }
 
@@ -600,7 +612,7 @@ std::vector<int64_t> GGUFFile::get_int_array(std::string_view key) const {
     if (v.type != GGUFValueType::ARRAY) wrong_type(path_, key, v, "an array of integers");
     const GGUFArray& a = std::get<GGUFArray>(v.v);
     if (!is_signed(a.elem_type) && !is_unsigned(a.elem_type)) wrong_type(path_, key, v, "an array of integers");
-    const size_t width = scalar_size(a.elem_type);
+    const size_t width = gguf_scalar_size(a.elem_type);
     std::vector<int64_t> out(a.count);
     for (uint64_t i = 0; i < a.count; ++i) {
         const uint8_t* p = a.raw.data() + width * i;

@@ -47,6 +47,8 @@ enum class GGUFValueType : uint32_t {
     STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 const char* gguf_value_type_name(GGUFValueType t);
+// Bytes of a scalar value in the file; 0 for STRING and ARRAY (length-prefixed).
+size_t gguf_scalar_size(GGUFValueType t);
 
 // One metadata value. Scalars are held widened: U8..U64 as uint64_t, I8..I64
 // as int64_t, F32 and F64 as double, BOOL as bool. Arrays keep their element type.
@@ -78,6 +80,9 @@ public:
     static GGUFFile open(const std::string& path);
     // Validates an in-memory image (fuzzing, tests); `bytes` must outlive the result.
     static GGUFFile parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
+    // Validates an in-memory image and keeps it: the result owns `bytes`, so
+    // tensor data stays valid as long as the GGUFFile lives (synthetic models).
+    static GGUFFile from_bytes(std::vector<uint8_t> bytes, std::string name = "<memory>");
 
     GGUFFile(GGUFFile&&) noexcept;
     GGUFFile& operator=(GGUFFile&&) noexcept;
@@ -132,6 +137,7 @@ private:
     std::map<std::string, size_t, std::less<>> tensor_index_;
     void* map_ = nullptr;  // mmap base, or nullptr for parse()
     size_t map_len_ = 0;
+    std::vector<uint8_t> owned_;  // the image from_bytes() keeps alive (empty otherwise)
 };
 
 // Writes GGUF v3 files that llama.cpp and gguf-py read: keys in insertion order,
@@ -163,13 +169,28 @@ public:
     std::vector<uint8_t> to_bytes() const;
     void write(const std::string& path) const;  // throws GGUFError on I/O failure
 
+    // Streaming, for files too large to hold in memory: declare each tensor
+    // with add_tensor_info (name, type and shape; checked as add_tensor does),
+    // write header_bytes(), then each tensor's ggml_row_bytes(type, ne[0]) *
+    // rows bytes in declaration order, each followed by zero padding to
+    // alignment(). to_bytes() and write() refuse a writer holding such tensors.
+    void add_tensor_info(const std::string& name, GGMLType type, std::vector<int64_t> ne);
+    // The file up to the data section: header, KVs, tensor infos and, when
+    // there are tensors, the padding to the alignment.
+    std::vector<uint8_t> header_bytes() const;
+    uint32_t alignment() const { return alignment_; }
+
 private:
     struct Tensor {
         std::string name;
         GGMLType type;
         std::vector<int64_t> ne;
         std::vector<uint8_t> data;
+        uint64_t nbytes = 0;     // data.size(), or the declared size of a streamed tensor
+        bool has_data = true;    // false: declared with add_tensor_info
     };
+    // Validates a tensor to add; returns its byte size.
+    uint64_t check_tensor(const std::string& name, GGMLType type, const std::vector<int64_t>& ne) const;
     uint32_t alignment_;
     std::vector<std::pair<std::string, GGUFValue>> kv_;
     std::vector<Tensor> tensors_;

@@ -7,6 +7,10 @@
 //
 // Everything is validated when it is added (set_* / add_tensor), so to_bytes()
 // only serializes, and a file this writer produces always passes the reader.
+//
+// Files too large to hold are streamed: add_tensor_info declares a tensor
+// without its data, header_bytes() gives everything before the data section,
+// and the caller writes the tensors itself (engine/synth.cpp does).
 #include "engine/gguf.h"
 
 #include <algorithm>
@@ -27,22 +31,6 @@ namespace {
 constexpr size_t kMaxTensorName = 63;
 constexpr uint32_t kDefaultAlignment = 32;
 
-size_t scalar_size(GGUFValueType t) {
-    switch (t) {
-        case GGUFValueType::U8:
-        case GGUFValueType::I8:
-        case GGUFValueType::BOOL: return 1;
-        case GGUFValueType::U16:
-        case GGUFValueType::I16: return 2;
-        case GGUFValueType::U32:
-        case GGUFValueType::I32:
-        case GGUFValueType::F32: return 4;
-        case GGUFValueType::U64:
-        case GGUFValueType::I64:
-        case GGUFValueType::F64: return 8;
-        default: return 0;
-    }
-}
 
 // Appends little-endian values to the file image.
 struct Sink {
@@ -130,7 +118,7 @@ void check_value(const std::string& key, const GGUFValue& v) {
             throw GGUFError(fmt::format("key '{}': a string array of count {} holds {} strings", key, a.count, a.strings.size()));
         return;
     }
-    const size_t width = scalar_size(a.elem_type);
+    const size_t width = gguf_scalar_size(a.elem_type);
     if (!a.strings.empty() || a.count > a.raw.size() / width || a.raw.size() != a.count * width)
         throw GGUFError(fmt::format("key '{}': an array of {} {} needs {} bytes, it holds {}", key, a.count,
                                     gguf_value_type_name(a.elem_type), a.count * width, a.raw.size()));
@@ -171,7 +159,7 @@ GGUFValue array_of(GGUFValueType elem, const void* data, size_t count) {
     a.elem_type = elem;
     a.count = count;
     const auto* p = static_cast<const uint8_t*>(data);
-    a.raw.assign(p, p + count * scalar_size(elem));
+    a.raw.assign(p, p + count * gguf_scalar_size(elem));
     return {GGUFValueType::ARRAY, std::move(a)};
 }
 
@@ -224,6 +212,19 @@ void GGUFWriter::set_value(const std::string& key, const GGUFValue& v) {
 
 void GGUFWriter::add_tensor(const std::string& name, GGMLType type, std::vector<int64_t> ne,
                             std::vector<uint8_t> data) {
+    const uint64_t want = check_tensor(name, type, ne);
+    if (data.size() != want)
+        throw GGUFError(fmt::format("tensor '{}': {} {} data needs {} bytes, got {}", name, ggml_type_name(type),
+                                    fmt::join(ne, "x"), want, data.size()));
+    tensors_.push_back({name, type, std::move(ne), std::move(data), want, true});
+}
+
+void GGUFWriter::add_tensor_info(const std::string& name, GGMLType type, std::vector<int64_t> ne) {
+    const uint64_t nbytes = check_tensor(name, type, ne);
+    tensors_.push_back({name, type, std::move(ne), {}, nbytes, false});
+}
+
+uint64_t GGUFWriter::check_tensor(const std::string& name, GGMLType type, const std::vector<int64_t>& ne) const {
     if (name.size() > kMaxTensorName)
         throw GGUFError(fmt::format("tensor name '{}' is {} bytes; llama.cpp reads at most {}", name, name.size(), kMaxTensorName));
     for (const Tensor& t : tensors_)
@@ -245,13 +246,30 @@ void GGUFWriter::add_tensor(const std::string& name, GGMLType type, std::vector<
     } catch (const GGUFError& e) {
         throw GGUFError(fmt::format("tensor '{}': {}", name, e.what()));
     }
-    if (data.size() != want)
-        throw GGUFError(fmt::format("tensor '{}': {} {} data needs {} bytes, got {}", name, ggml_type_name(type),
-                                    fmt::join(ne, "x"), want, data.size()));
-    tensors_.push_back({name, type, std::move(ne), std::move(data)});
+    return want;
 }
 
 std::vector<uint8_t> GGUFWriter::to_bytes() const {
+    for (const Tensor& t : tensors_)
+        if (!t.has_data)
+            throw GGUFError(fmt::format("tensor '{}' was declared without data (add_tensor_info): stream it after "
+                                        "header_bytes() instead", t.name));
+    Sink s{header_bytes()};
+    // A file without tensors ends with its metadata, as llama.cpp's vocab-only
+    // files do: padding would only add bytes (up to the whole alignment).
+    if (tensors_.empty()) return std::move(s.out);
+
+    uint64_t total = 0;
+    for (const Tensor& t : tensors_) total += align_up(t.nbytes, alignment_);
+    s.out.reserve(s.out.size() + total);
+    for (const Tensor& t : tensors_) {
+        s.bytes(t.data.data(), t.data.size());
+        s.pad_to(alignment_);
+    }
+    return std::move(s.out);
+}
+
+std::vector<uint8_t> GGUFWriter::header_bytes() const {
     // A non-default alignment must be in the file, or readers would use 32.
     const bool add_alignment_key = alignment_ != kDefaultAlignment &&
                                    std::none_of(kv_.begin(), kv_.end(), [](const auto& kv) { return kv.first == "general.alignment"; });
@@ -280,18 +298,9 @@ std::vector<uint8_t> GGUFWriter::to_bytes() const {
         for (int64_t d : t.ne) s.put<uint64_t>(static_cast<uint64_t>(d));
         s.put(static_cast<uint32_t>(t.type));
         s.put<uint64_t>(offset);
-        offset += align_up(t.data.size(), alignment_);
+        offset += align_up(t.nbytes, alignment_);
     }
-    // A file without tensors ends with its metadata, as llama.cpp's vocab-only
-    // files do: padding would only add bytes (up to the whole alignment).
-    if (tensors_.empty()) return std::move(s.out);
-    s.pad_to(alignment_);
-
-    s.out.reserve(s.out.size() + offset);
-    for (const Tensor& t : tensors_) {
-        s.bytes(t.data.data(), t.data.size());
-        s.pad_to(alignment_);
-    }
+    if (!tensors_.empty()) s.pad_to(alignment_);
     return std::move(s.out);
 }
 

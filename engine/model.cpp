@@ -14,6 +14,7 @@ namespace {
 const Architecture kArchitectures[] = {
     // Llama 2/3/3.x, Mistral, TinyLlama, SmolLM, llama2.c checkpoints.
     {"llama", /*rope_neox=*/false, /*qkv_bias=*/false},
+    {"qwen2", /*rope_neox=*/true, /*qkv_bias=*/true},
 };
 
 int32_t get_dim(const GGUFFile& f, const std::string& key) {
@@ -89,7 +90,11 @@ Model::~Model() {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
-    std::unique_ptr<Model> m(new Model(GGUFFile::open(path), backend));
+    return load(GGUFFile::open(path), backend);
+}
+
+std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
+    std::unique_ptr<Model> m(new Model(std::move(file), backend));
     const GGUFFile& f = m->file_;
     ModelConfig& c = m->config_ = ModelConfig::from_gguf(f);
 

@@ -71,6 +71,8 @@ struct ModelWeights {
 class Model {
 public:
     static std::unique_ptr<Model> load(const std::string& path, Backend& backend);
+    // The same from an opened (or in-memory, see model_source.h) GGUF, which the model keeps.
+    static std::unique_ptr<Model> load(GGUFFile file, Backend& backend);
 
     const GGUFFile& file() const { return file_; }
     const ModelConfig& config() const { return config_; }

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "engine/cli/commands.h"
+#include "engine/model_source.h"
 
 namespace minfer::cli {
 
@@ -12,6 +13,22 @@ cxxopts::ParseResult parse_or_usage(cxxopts::Options& opts, int argc, char** arg
         return opts.parse(argc, argv);
     } catch (const cxxopts::exceptions::exception& e) {
         throw UsageError(e.what());
+    }
+}
+
+void add_synthetic_option(cxxopts::Options& opts) {
+    opts.add_options()("synthetic", "use a random-weight model built in memory instead of a file: PRESET[:DTYPE] "
+                                    "(see minfer synth --list)", cxxopts::value<std::string>());
+}
+
+GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights) {
+    const std::string spec = args.count("synthetic") ? args["synthetic"].as<std::string>() : "";
+    if (!spec.empty() && args.count(file_option)) throw UsageError("give a model file or --synthetic, not both");
+    if (args.count("synthetic") && spec.empty()) throw UsageError("--synthetic needs PRESET[:DTYPE]");
+    try {
+        return open_model_source(args[file_option].as<std::string>(), spec, weights);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--synthetic: ") + e.what());
     }
 }
 

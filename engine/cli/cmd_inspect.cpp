@@ -314,6 +314,7 @@ int cmd_inspect(int argc, char** argv) {
         ("array-elems", "array elements to show", cxxopts::value<size_t>()->default_value("5"))
         ("h,help", "print this help");
     // clang-format on
+    add_synthetic_option(opts);
     opts.parse_positional({"file"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -322,7 +323,7 @@ int cmd_inspect(int argc, char** argv) {
     }
     if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
 
-    const GGUFFile file = GGUFFile::open(args["file"].as<std::string>());
+    const GGUFFile file = open_model_arg(args, "file");
     const size_t elems = args["array-elems"].as<size_t>();
     if (args.count("json"))
         print_json(file, elems);

@@ -53,6 +53,7 @@ int cmd_run(int argc, char** argv) {
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
         ("h,help", "show this help");
     // clang-format on
+    add_synthetic_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -79,12 +80,11 @@ int cmd_run(int argc, char** argv) {
     if (batch_tokens <= 0) throw UsageError("--batch-tokens must be > 0");
     if (block_size <= 0 || block_size > 1024) throw UsageError("--block-size must be in 1..1024");
 
-    const std::string path = args["model"].as<std::string>();
     const std::string device = args["device"].as<std::string>();
     if (device != "cpu" && device != "cuda" && device != "auto")
         throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
     auto backend = make_backend(device);
-    auto model = Model::load(path, *backend);
+    auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
     try {

@@ -45,6 +45,7 @@ int cmd_tokenize(int argc, char** argv) {
         ("json", "print one line: {\"ids\": [...]}")
         ("h,help", "print this help");
     // clang-format on
+    add_synthetic_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -54,7 +55,7 @@ int cmd_tokenize(int argc, char** argv) {
     if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
     if (!args.count("text")) throw UsageError("--text is required");
 
-    const GGUFFile file = GGUFFile::open(args["model"].as<std::string>());
+    const GGUFFile file = open_model_arg(args, "model", /*weights=*/false);
     const auto tokenizer = Tokenizer::from_gguf(file);
     const std::vector<int32_t> ids = tokenizer->encode(args["text"].as<std::string>(), !args.count("no-bos"));
 

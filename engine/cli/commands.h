@@ -7,6 +7,7 @@ namespace minfer::cli {
 int cmd_run(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 
 // Path of the bundled model, the default of every command that takes one.

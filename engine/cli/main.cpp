@@ -20,6 +20,7 @@ const Subcommand kSubcommands[] = {
     {"run", minfer::cli::cmd_run, "generate text from a prompt"},
     {"inspect", minfer::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"tokenize", minfer::cli::cmd_tokenize, "turn text into token ids"},
+    {"synth", minfer::cli::cmd_synth, "write a random-weight GGUF in the shape of a real model"},
     {"bench", minfer::cli::cmd_bench, "benchmarks: latency (prefill and decode speed)"},
 };
 
