@@ -32,6 +32,7 @@ int bench_latency_cmd(int argc, char** argv) {
         ("json", "print one JSON object")
         ("h,help", "show this help");
     // clang-format on
+    add_synthetic_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -54,9 +55,10 @@ int bench_latency_cmd(int argc, char** argv) {
     const int32_t threads = args["threads"].as<int32_t>();
     if (threads < 0) throw UsageError("--threads must be >= 0");
 
-    const std::string path = args["model"].as<std::string>();
+    const std::string path =
+        args.count("synthetic") ? "synthetic:" + args["synthetic"].as<std::string>() : args["model"].as<std::string>();
     auto backend = make_backend(device, threads);
-    auto model = Model::load(path, *backend);
+    auto model = Model::load(open_model_arg(args, "model"), *backend);
     const ModelConfig& c = model->config();
     if (o.input_len + o.output_len > c.context_len)
         throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",

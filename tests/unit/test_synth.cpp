@@ -202,12 +202,13 @@ double relative_rms(const std::vector<float>& got, const std::vector<float>& wan
 TEST_CASE("synth presets have the real models' shapes and parameter counts") {
     // Parameter counts as Hugging Face reports them (rope_freqs is not a parameter).
     CHECK(parameters(synth_plan(preset("l134m"), SynthDType::F32)) == 134105856);
-    CHECK(parameters(synth_plan(preset("llama3-1b"), SynthDType::F32)) == 1235814400);
+    // llama3-1b is Llama 3.2 1B (1,235,814,400) with an untied output: + 128256 x 2048.
+    CHECK(parameters(synth_plan(preset("llama3-1b"), SynthDType::F32)) == 1235814400 + 262668288);
     CHECK(parameters(synth_plan(preset("llama3-8b"), SynthDType::F32)) == 8030261248);
     CHECK(parameters(synth_plan(preset("qwen2-0.5b"), SynthDType::F32)) == 494032768);
 
     const auto l1 = synth_plan(preset("llama3-1b"), SynthDType::BF16);
-    CHECK(l1.size() == 1 + 1 + 16 * 9 + 1);  // token_embd, rope_freqs, 16 blocks, output_norm; tied: no output
+    CHECK(l1.size() == 1 + 1 + 16 * 9 + 1 + 1);  // token_embd, rope_freqs, 16 blocks, output_norm, output
     CHECK(planned(l1, "rope_freqs.weight").ne == std::vector<int64_t>{32});
     CHECK(planned(l1, "rope_freqs.weight").type == GGMLType::F32);
     CHECK(planned(l1, "blk.15.attn_k.weight").ne == std::vector<int64_t>{2048, 512});
@@ -282,7 +283,10 @@ TEST_CASE("synth q4_k_m reproduces llama.cpp's Q4_K_M mix") {
     CHECK(planned(l8, "output.weight").type == GGMLType::Q6_K);
 
     // Tied: token_embd is the output, so it takes the output's Q6_K.
-    CHECK(planned(synth_plan(preset("llama3-1b"), SynthDType::Q4_K_M), "token_embd.weight").type == GGMLType::Q6_K);
+    SynthPreset tied_1b = preset("llama3-1b");
+    tied_1b.tied = true;
+    CHECK(planned(synth_plan(tied_1b, SynthDType::Q4_K_M), "token_embd.weight").type == GGMLType::Q6_K);
+    CHECK(planned(synth_plan(preset("llama3-1b"), SynthDType::Q4_K_M), "token_embd.weight").type == GGMLType::Q4_K);
 
     // Qwen2.5 0.5B: rows of 896 are not whole Q4_K blocks. The tied embedding
     // takes Q8_0 (the output rule), Q4_K falls back to Q5_0 and Q6_K to Q8_0;
@@ -590,4 +594,38 @@ TEST_CASE("GGUFFile::from_bytes keeps its image alive") {
     CHECK(assigned.path() == "image");
     CHECK(std::memcmp(assigned.tensor("t").data, data.data(), 8) == 0);
     CHECK_THROWS_AS(GGUFFile::from_bytes({1, 2, 3}), GGUFError);
+}
+
+TEST_CASE("quantized synthetic models stay close to their f32 original (relative error of the logits)") {
+    // The same weights in every dtype (the quantized files are quantizations of
+    // the f32 one), so the logits differ only by the storage precision and the
+    // quantized-domain dot products. Printed so the figures can be quoted.
+    struct Bound {
+        SynthDType dtype;
+        double max_rel;
+    };
+    // A random-weight network amplifies a weight perturbation about 4x on its
+    // way to the logits (f16: 3e-4 per weight -> ~1e-3; bf16: 2e-3 -> ~9e-3).
+    // Q8_0 adds ~0.5% per weight and ~0.5% for the 8-bit activations; Q4_K
+    // rounds to 16 levels per 32 values, ~8% of a Gaussian weight's spread.
+    const Bound bounds[] = {{SynthDType::F16, 3e-3},
+                            {SynthDType::BF16, 2e-2},
+                            {SynthDType::Q8_0, 5e-2},
+                            {SynthDType::Q4_K_M, 0.6}};
+    const std::vector<int32_t> tokens = {1, 363, 368, 323, 100, 42, 7, 250};
+    for (const char* name : {"tiny", "l134m"}) {
+        auto backend = make_cpu_backend();
+        const auto f32 = run_logits(*Model::load(open_model_source("", std::string(name) + ":f32"), *backend), tokens);
+        for (const Bound& b : bounds) {
+            const auto got = run_logits(
+                *Model::load(open_model_source("", std::string(name) + ":" + synth_dtype_name(b.dtype)), *backend),
+                tokens);
+            double worst = 0;
+            for (size_t t = 0; t < tokens.size(); ++t) worst = std::max(worst, relative_rms(got[t], f32[t]));
+            MESSAGE(fmt::format("{} {}: logits relative error vs f32 {:.2e} (worst position)", name,
+                                synth_dtype_name(b.dtype), worst));
+            CHECK(worst < b.max_rel);
+            CHECK(worst > 0);  // a different dtype that changes nothing would mean it was not applied
+        }
+    }
 }
