@@ -1,6 +1,8 @@
 #include "engine/backend.h"
 
+#include <fstream>
 #include <stdexcept>
+#include <string>
 
 #ifdef MINFER_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -12,6 +14,15 @@ float* Backend::upload_vector(std::span<const float> v) {
     auto* p = static_cast<float*>(alloc(v.size_bytes()));
     upload(p, v.data(), v.size_bytes());
     return p;
+}
+
+size_t host_available_memory() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    size_t kib = 0;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    return 0;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads) {

@@ -84,6 +84,8 @@ public:
     virtual void upload(void* dst, const void* src, size_t bytes) = 0;
     virtual void download(void* dst, const void* src, size_t bytes) = 0;
     virtual void synchronize() {}
+    // Bytes the KV pool may take at most: free host RAM, or free device memory.
+    virtual size_t available_memory() const = 0;
 
     // Weights: matrices are packed the backend's way; vectors (norm weights,
     // biases, rope factors) are uploaded as float32.
@@ -93,6 +95,11 @@ public:
     // Makes `plan` the current step: its arrays are copied to the backend once,
     // and the ops below read positions, slots and block tables from there.
     virtual void set_step(const StepPlan& plan, int32_t block_size) = 0;
+
+    // Copies whole KV blocks, K and V of every layer: pairs (src, dst) of block
+    // ids. Copy-on-write in kvcache/ asks for these before a step writes into a
+    // block that another sequence still holds.
+    virtual void copy_kv_blocks(KVCache& cache, std::span<const int32_t> src_dst_pairs) = 0;
 
     // ---- ops over the current step's rows (n = plan.num_tokens()) ----------
 
@@ -118,6 +125,9 @@ public:
     // Samples one token per row of logits [rows.size(), vocab]; the logits may be modified.
     virtual void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) = 0;
 };
+
+// MemAvailable of /proc/meminfo (0 if unknown).
+size_t host_available_memory();
 
 // threads <= 0: one per core.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);

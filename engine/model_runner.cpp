@@ -13,6 +13,7 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
         limits_.block_size <= 0)
         throw std::invalid_argument("runner limits must be positive");
+    if (limits_.max_logits_rows <= 0) limits_.max_logits_rows = limits_.max_num_seqs;
     auto buffer = [&](int64_t rows, int64_t width) {
         void* p = backend_.alloc(size_t(rows * width) * sizeof(float));
         allocations_.push_back(p);
@@ -30,8 +31,8 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     gate_ = buffer(n, c.ffn_dim);
     up_ = buffer(n, c.ffn_dim);
     hidden_ = buffer(n, c.ffn_dim);
-    last_rows_ = buffer(limits_.max_num_seqs, c.dim);
-    logits_ = buffer(limits_.max_num_seqs, c.vocab_size);
+    last_rows_ = buffer(limits_.max_logits_rows, c.dim);
+    logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
 
     cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim};
     for (int32_t l = 0; l < c.n_layers; ++l) {
@@ -53,9 +54,14 @@ void ModelRunner::forward(const StepPlan& plan) {
     if (n == 0 || n > limits_.max_num_batched_tokens)
         throw std::invalid_argument(fmt::format("step has {} rows; the runner takes 1 to {}", n,
                                                 limits_.max_num_batched_tokens));
-    if (plan.logits_rows.size() > size_t(limits_.max_num_seqs))
-        throw std::invalid_argument("step wants more logits rows than max_num_seqs");
+    if (plan.logits_rows.size() > size_t(limits_.max_logits_rows))
+        throw std::invalid_argument(fmt::format("step wants {} logits rows; the runner holds {}",
+                                                plan.logits_rows.size(), limits_.max_logits_rows));
+    if (plan.num_seqs() > limits_.max_num_seqs)
+        throw std::invalid_argument(fmt::format("step has {} sequences; the runner takes {}", plan.num_seqs(),
+                                                limits_.max_num_seqs));
     plan.validate(limits_.num_kv_blocks, limits_.block_size);
+    if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
     backend_.set_step(plan, limits_.block_size);
 
     const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), 0};
@@ -87,8 +93,8 @@ void ModelRunner::forward(const StepPlan& plan) {
 }
 
 std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {
-    if (rows.size() != size_t(num_logit_rows_))
-        throw std::invalid_argument("sample: one SamplingRow per logits row is needed");
+    if (rows.size() > size_t(num_logit_rows_))
+        throw std::invalid_argument("sample: more SamplingRows than logits rows");
     std::vector<int32_t> ids(rows.size());
     backend_.sample(logits_, model_.config().vocab_size, rows, ids.data());
     return ids;

@@ -15,9 +15,10 @@ namespace minfer {
 
 struct RunnerLimits {
     int32_t max_num_batched_tokens = 512;  // rows in one step
-    int32_t max_num_seqs = 64;             // sequences in one step (also rows of logits)
+    int32_t max_num_seqs = 64;             // sequences in one step
     int32_t num_kv_blocks = 0;             // blocks in the KV pool
     int32_t block_size = 16;               // tokens per block
+    int32_t max_logits_rows = 0;           // rows of logits in one step (0: max_num_seqs)
 };
 
 class ModelRunner {
@@ -31,7 +32,8 @@ public:
 
     // Runs the model over the plan; logits of plan.logits_rows stay on the backend.
     void forward(const StepPlan& plan);
-    // Samples one token for each logits row of the last forward (rows[i] for logits row i).
+    // Samples one token for each of the first rows.size() logits rows of the last
+    // forward (rows[i] for logits row i); later rows are only read through logits().
     std::vector<int32_t> sample(std::span<const SamplingRow> rows);
     // Copies the last forward's logits to the host: [logits_rows][vocab].
     std::vector<float> logits() const;
@@ -54,8 +56,8 @@ private:
     float* gate_ = nullptr;
     float* up_ = nullptr;
     float* hidden_ = nullptr;
-    float* last_rows_ = nullptr;   // [max_num_seqs x dim]
-    float* logits_ = nullptr;      // [max_num_seqs x vocab]
+    float* last_rows_ = nullptr;   // [max_logits_rows x dim]
+    float* logits_ = nullptr;      // [max_logits_rows x vocab]
     std::vector<void*> allocations_;
 };
 

@@ -50,6 +50,8 @@ namespace {
 void apply_penalties(std::span<float> logits, const SamplingRow& row) {
     const SamplingParams& p = *row.params;
     for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
+    for (int32_t id : row.suppressed_ids)
+        if (id >= 0 && id < static_cast<int32_t>(logits.size())) logits[id] = -INFINITY;
 
     if (p.repetition_penalty != 1.0f) {
         auto penalise = [&](int32_t t) {

@@ -36,6 +36,7 @@ struct SamplingRow {
     int64_t position = 0;                  // position of the token being sampled
     std::span<const int32_t> prompt_tokens;
     std::span<const int32_t> output_tokens;
+    std::span<const int32_t> suppressed_ids;  // may not be sampled (min_tokens holds back EOS and stop ids)
 };
 
 // Philox4x32-10: 128 random bits from a 64-bit key and a 128-bit counter.

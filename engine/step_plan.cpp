@@ -40,6 +40,9 @@ void StepPlan::validate(int32_t num_kv_blocks, int32_t block_size) const {
     }
     for (int32_t slot : slot_mapping)
         if (slot < 0 || slot >= num_kv_blocks * block_size) fail("slot out of range");
+    if (block_copies.size() % 2) fail("block_copies must hold (src, dst) pairs");
+    for (int32_t b : block_copies)
+        if (b < 0 || b >= num_kv_blocks) fail("block copy out of range");
     for (int32_t r : logits_rows)
         if (r < 0 || r >= static_cast<int32_t>(n)) fail("logits row out of range");
 }

@@ -24,7 +24,12 @@ struct StepPlan {
 
     // Rows whose logits are wanted (the last prompt row, every decode row, every
     // verification row), as indices into the token rows.
+    // A row may appear more than once: n parallel samples of one prompt are n
+    // logits rows of its last row.
     std::vector<int32_t> logits_rows;
+
+    // KV blocks to copy before the step (copy-on-write), as pairs (src, dst).
+    std::vector<int32_t> block_copies;
 
     int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
     int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }

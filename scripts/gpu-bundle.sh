@@ -27,6 +27,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-json1.81.0
   libboost-container1.81-dev libboost-container1.81.0   # Boost::json's CMake config links Boost::container
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  libxxhash-dev                                         # header-only (XXH_INLINE_ALL): no libxxhash0
   pkgconf pkgconf-bin libpkgconf3
 )
 CHECK=0 PREBUILT=0

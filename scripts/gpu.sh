@@ -7,7 +7,8 @@
 #   bash scripts/gpu.sh [--build] [--test] [--memcheck] [--racecheck] [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
-#   --test        run minfer_gpu_ops, minfer_gpu_model, and `minfer run --device cuda`
+#   --test        run minfer_gpu_ops, minfer_gpu_model, `minfer run --device cuda`, and
+#                 `minfer generate --device cuda` (scripts/check_generate.py)
 #                 against the llama2.c reference
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
@@ -178,6 +179,7 @@ if ((DO_TEST)); then
   run_phase ops "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
   run_phase model "$BIN/minfer_gpu_model" --model models/stories260K.gguf --reference "$REFERENCE"
   run_phase cli check_cli
+  run_phase engine python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda
 fi
 if ((DO_MEMCHECK)); then
   if sanitizer=$(find_sanitizer); then

@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libsentencepiece-dev libcxxopts-dev doctest-dev
   libboost1.81-dev libboost-json1.81-dev libspdlog-dev libfmt-dev
+  libxxhash-dev                     # header-only use: prefix-cache block hashes
   clang libclang-rt-14-dev          # libFuzzer target for the GGUF parser
   python3 python3-venv              # test oracles live in a virtual environment
 )

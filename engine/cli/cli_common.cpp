@@ -32,6 +32,71 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
     }
 }
 
+void add_engine_options(cxxopts::Options& opts) {
+    // clang-format off
+    opts.add_options("engine")
+        ("max-num-seqs", "sequences in one step", cxxopts::value<int32_t>()->default_value("256"))
+        ("max-num-batched-tokens", "token rows in one step (prefill chunks and decodes)",
+         cxxopts::value<int32_t>()->default_value("2048"))
+        ("max-model-len", "context length cap (default: the model's)", cxxopts::value<int32_t>()->default_value("0"))
+        ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
+        ("num-kv-blocks", "force the KV pool to this many blocks", cxxopts::value<int32_t>()->default_value("0"))
+        ("kv-cache-memory", "bytes for the KV pool, e.g. 2G (default: a quarter of free memory)",
+         cxxopts::value<std::string>())
+        ("no-prefix-caching", "do not reuse the KV blocks of shared prompt prefixes")
+        ("scheduling-policy", "fcfs, priority (lower first) or fair (per user)",
+         cxxopts::value<std::string>()->default_value("fcfs"))
+        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
+    // clang-format on
+}
+
+size_t parse_bytes(const std::string& text, const std::string& flag) {
+    size_t end = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &end);
+    } catch (const std::exception&) {
+        throw UsageError(flag + " takes a size such as 4G or 512M, got '" + text + "'");
+    }
+    const std::string unit = text.substr(end);
+    double scale = 1;
+    if (unit == "K" || unit == "KiB" || unit == "k") scale = 1024.0;
+    else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+    else if (unit == "T" || unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+    else if (!unit.empty()) throw UsageError(flag + ": unknown unit '" + unit + "' (K, M, G or T)");
+    if (!(value > 0) || value * scale > 1e15) throw UsageError(flag + " must be a positive size");
+    return static_cast<size_t>(value * scale);
+}
+
+EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
+    EngineConfig c;
+    c.max_num_seqs = args["max-num-seqs"].as<int32_t>();
+    c.max_num_batched_tokens = args["max-num-batched-tokens"].as<int32_t>();
+    c.max_model_len = args["max-model-len"].as<int32_t>();
+    c.block_size = args["block-size"].as<int32_t>();
+    c.num_kv_blocks = args["num-kv-blocks"].as<int32_t>();
+    if (c.max_num_seqs <= 0 || c.max_num_seqs > 65536) throw UsageError("--max-num-seqs must be in 1..65536");
+    if (c.max_num_batched_tokens <= 0 || c.max_num_batched_tokens > 1 << 20)
+        throw UsageError("--max-num-batched-tokens must be in 1..1048576");
+    if (c.max_model_len < 0) throw UsageError("--max-model-len must be >= 0");
+    if (c.block_size <= 0 || c.block_size > 1024) throw UsageError("--block-size must be in 1..1024");
+    if (c.num_kv_blocks < 0) throw UsageError("--num-kv-blocks must be >= 0");
+    if (args.count("kv-cache-memory")) c.kv_cache_memory = parse_bytes(args["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
+    c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
+    try {
+        c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--scheduling-policy: ") + e.what());
+    }
+    const std::string device = args["device"].as<std::string>();
+    if (device != "cpu" && device != "cuda" && device != "auto")
+        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
+    if (args["threads"].as<int32_t>() < 0) throw UsageError("--threads must be >= 0");
+    return c;
+}
+
 const char* default_model_path() {
     // The bundled model, found next to the binary's build folder (build/minfer
     // -> models/) or under the working directory.

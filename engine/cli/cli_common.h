@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/gguf.h"
+#include "engine/llm_engine.h"
 
 namespace minfer::cli {
 
@@ -24,5 +25,14 @@ void add_synthetic_option(cxxopts::Options& opts);
 // named by `file_option`. Both at once, or a bad spec, is a UsageError. With
 // weights = false a synthetic model has only its metadata and tokenizer.
 GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights = true);
+
+// The engine's flags (vLLM's names): --max-num-seqs, --max-num-batched-tokens,
+// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,
+// --no-prefix-caching, --scheduling-policy, plus --device and --threads.
+void add_engine_options(cxxopts::Options& opts);
+EngineConfig engine_config_from(const cxxopts::ParseResult& args);
+
+// "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).
+size_t parse_bytes(const std::string& text, const std::string& flag);
 
 }  // namespace minfer::cli

@@ -9,6 +9,7 @@ int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
 
 // Path of the bundled model, the default of every command that takes one.
 const char* default_model_path();

@@ -18,6 +18,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"run", minfer::cli::cmd_run, "generate text from a prompt"},
+    {"generate", minfer::cli::cmd_generate, "offline batch inference over a JSONL file of requests"},
     {"inspect", minfer::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"tokenize", minfer::cli::cmd_tokenize, "turn text into token ids"},
     {"synth", minfer::cli::cmd_synth, "write a random-weight GGUF in the shape of a real model"},

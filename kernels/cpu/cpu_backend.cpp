@@ -35,6 +35,16 @@ public:
     void free(void* p) override { std::free(p); }
     void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    size_t available_memory() const override { return host_available_memory(); }
+
+    void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
+        const size_t n = cache.shape.floats_per_block();
+        for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+            for (int32_t l = 0; l < cache.shape.n_layers; ++l) {
+                std::memcpy(cache.k[l] + pairs[i + 1] * n, cache.k[l] + pairs[i] * n, n * sizeof(float));
+                std::memcpy(cache.v[l] + pairs[i + 1] * n, cache.v[l] + pairs[i] * n, n * sizeof(float));
+            }
+    }
 
     std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {
         auto w = std::make_unique<CpuWeight>();

@@ -45,8 +45,9 @@ DType dtype_of(const WeightView& v) {
 }
 
 // Greedy rows with no logits processor are sampled on the device.
-bool argmax_is_enough(const SamplingParams& p) {
-    return p.greedy() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+bool argmax_is_enough(const SamplingRow& row) {
+    const SamplingParams& p = *row.params;
+    return p.greedy() && row.suppressed_ids.empty() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
            p.frequency_penalty == 0.0f;
 }
 
@@ -92,6 +93,23 @@ public:
     void download(void* dst, const void* src, size_t bytes) override {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         synchronize();
+    }
+    size_t available_memory() const override {
+        size_t free = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free, &total));
+        return free;
+    }
+
+    void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
+        const size_t bytes = cache.shape.floats_per_block() * sizeof(float);
+        const size_t n = cache.shape.floats_per_block();
+        for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+            for (int32_t l = 0; l < cache.shape.n_layers; ++l) {
+                CUDA_CHECK(cudaMemcpyAsync(cache.k[l] + pairs[i + 1] * n, cache.k[l] + pairs[i] * n, bytes,
+                                           cudaMemcpyDeviceToDevice, stream_));
+                CUDA_CHECK(cudaMemcpyAsync(cache.v[l] + pairs[i + 1] * n, cache.v[l] + pairs[i] * n, bytes,
+                                           cudaMemcpyDeviceToDevice, stream_));
+            }
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
@@ -232,7 +250,7 @@ public:
         cuda::launch_argmax_rows(logits, n, vocab, ids_dev_, stream_);
         download(out_ids, ids_dev_, size_t(n) * sizeof(int32_t));
         for (int32_t i = 0; i < n; ++i) {
-            if (argmax_is_enough(*rows[i].params)) continue;
+            if (argmax_is_enough(rows[i])) continue;
             host_row_.resize(size_t(vocab));
             download(host_row_.data(), logits + int64_t(i) * vocab, size_t(vocab) * sizeof(float));
             out_ids[i] = sample_row(host_row_, rows[i]);

@@ -1,0 +1,109 @@
+// Sequence: one stream of tokens the engine is generating (a request with
+// n > 1 parallel samples has n of them), and the request options they share.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling.h"
+#include "engine/tokenizer.h"
+#include "kvcache/block_manager.h"
+
+namespace minfer {
+
+// What a caller asks of one request: OpenAI completion parameters plus vLLM's.
+struct GenerationOptions {
+    SamplingParams sampling;          // sampling.seed is used when has_seed
+    bool has_seed = false;            // without a seed, the engine draws one
+    int32_t n = 1;                    // parallel samples of the same prompt
+    int32_t max_tokens = 16;          // new tokens per sample (< 0: up to the context)
+    int32_t min_tokens = 0;           // EOS and stop ids are held back until this many
+    std::vector<std::string> stop;    // stop strings: the text ends before them
+    std::vector<int32_t> stop_token_ids;
+    bool ignore_eos = false;
+    int32_t logprobs = -1;            // < 0: none; k >= 0: the sampled token's and the top k
+    bool echo = false;                // with logprobs: the prompt's tokens and logprobs too
+    std::string client;               // the fairness policy's client (OpenAI's `user`)
+    int32_t priority = 0;             // lower is served first (priority policy)
+};
+
+// The log-probability of one generated (or prompt) token and the top ones.
+struct TokenLogprob {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // best first
+};
+
+enum class SequenceStatus { Waiting, Running, Finished };
+
+struct Sequence;
+
+// A request: its prompt, options and samples. The engine owns it.
+struct Request {
+    uint64_t id = 0;
+    std::vector<int32_t> prompt;
+    GenerationOptions options;
+    int64_t arrival = 0;       // arrival order: ties of every policy go to the earlier request
+    double arrival_time = 0;   // seconds, steady clock
+    std::vector<std::unique_ptr<Sequence>> seqs;  // sample 0 first; the others fork from it after the prompt
+    std::vector<TokenLogprob> prompt_logprobs;    // of prompt tokens 1.. (echo with logprobs)
+    size_t prompt_logprobs_sent = 0;
+    bool aborted = false;
+
+    bool wants_prompt_logprobs() const { return options.echo && options.logprobs >= 0; }
+};
+
+struct Sequence {
+    int64_t id = 0;
+    Request* request = nullptr;
+    int32_t sample_index = 0;        // which of the request's n samples: its random stream
+    std::vector<int32_t> tokens;     // the prompt, then the generated tokens
+    int32_t num_prompt_tokens = 0;
+    int32_t num_computed = 0;        // leading tokens whose K/V are in the cache
+    BlockList blocks;
+    SequenceStatus status = SequenceStatus::Waiting;
+    int32_t num_preemptions = 0;
+    int32_t num_charged = 0;         // tokens the fair policy has charged (a recompute is not charged twice)
+
+    // Output state: text is produced incrementally; stop strings are searched
+    // in it, and up to (longest stop string - 1) characters are held back.
+    std::unique_ptr<IncrementalDetokenizer> detokenizer;
+    std::string text;                // the whole generated text so far (stop string excluded)
+    size_t text_sent = 0;            // characters of `text` already handed to the caller
+    std::vector<TokenLogprob> logprobs;
+    size_t tokens_sent = 0;          // generated tokens already handed to the caller
+    size_t logprobs_sent = 0;
+    std::optional<std::string> finish_reason;  // "stop", "length" or "abort"
+    std::string stop_string;         // the stop string that ended it, if one did
+    int32_t stop_token = -1;         // or the stop token id
+    bool finish_sent = false;
+
+    int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+    int32_t num_output() const { return num_tokens() - num_prompt_tokens; }
+    // Tokens still to compute before the next sample: the unprefilled prompt, a
+    // recompute after preemption, or the one new decode token.
+    int32_t num_uncomputed() const { return num_tokens() - num_computed; }
+    bool finished() const { return status == SequenceStatus::Finished; }
+    // The n - 1 other samples are forked from sample 0 when its prompt is done.
+    bool forks_on_first_sample() const { return sample_index == 0 && num_output() == 0 && request->options.n > 1; }
+};
+
+// Rows of logits a step computing `count` more tokens of `seq` needs: one per
+// sample drawn when the step reaches the last token (n for a first sample that
+// forks), plus one per prompt row whose next token's logprob is still wanted.
+inline int32_t logits_rows_for(const Sequence& seq, int32_t count) {
+    int32_t rows = 0;
+    if (seq.num_computed + count == seq.num_tokens()) rows += seq.forks_on_first_sample() ? seq.request->options.n : 1;
+    if (seq.sample_index == 0 && seq.request->wants_prompt_logprobs()) {
+        const int32_t first = std::max(seq.num_computed, static_cast<int32_t>(seq.request->prompt_logprobs.size()));
+        const int32_t last = std::min(seq.num_computed + count, seq.num_prompt_tokens - 1);  // rows [first, last)
+        rows += std::max(0, last - first);
+    }
+    return rows;
+}
+
+}  // namespace minfer

@@ -1,0 +1,101 @@
+"""`minfer generate`: offline batch inference through the engine.
+
+The bundled model's outputs, all reference cases in one batch, equal llama2.c's
+(../shared/reference); the JSONL formats; errors name the line at fault; the
+trace describes every step.
+"""
+import json
+
+import pytest
+
+from conftest import MODEL, SHARED, run_minfer
+
+CASES = json.loads((SHARED / "reference" / "stories260K" / "run_c_greedy.json").read_text())
+
+
+def generate(tmp_path, requests, *flags, check=True):
+    src, dst = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    src.write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in requests))
+    proc = run_minfer("generate", MODEL, "--input", src, "--output", dst, *flags, check=check, timeout=600)
+    results = [json.loads(line) for line in dst.read_text().splitlines()] if proc.returncode == 0 else None
+    return proc, results
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-num-batched-tokens", "7", "--num-kv-blocks", "40", "--block-size", "8"]],
+                         ids=["roomy", "chunked-and-tight"])
+def test_reference_cases_in_one_batch(tmp_path, flags):
+    # run.c's `steps` counts positions including the prompt; it stops early after sampling BOS.
+    requests = [{"id": f"case-{i}", "prompt": c["prompt"], "max_tokens": c["steps"] - len(c["prompt_ids"]) + 1,
+                 "temperature": 0} for i, c in enumerate(CASES)]
+    proc, results = generate(tmp_path, requests, *flags)
+    assert [r["id"] for r in results] == [f"case-{i}" for i in range(len(CASES))]
+    for case, r in zip(CASES, results):
+        assert r["prompt_token_ids"] == case["prompt_ids"]
+        assert r["choices"][0]["token_ids"] == case["generated_ids"]
+        assert r["usage"] == {"prompt_tokens": len(case["prompt_ids"]), "completion_tokens": len(case["generated_ids"])}
+    assert "requests/s" in proc.stderr and "prefix cache hit rate" in proc.stderr
+
+
+def test_result_format_n_logprobs_echo(tmp_path):
+    _, results = generate(tmp_path, [
+        {"id": 7, "prompt": "The dog", "max_tokens": 5, "temperature": 0, "logprobs": 2, "echo": True},
+        {"prompt_token_ids": [1, 365, 474], "max_tokens": 4, "n": 3, "temperature": 0.8, "seed": 3},
+        {"id": "s", "prompt": "Once upon a time", "max_tokens": 50, "temperature": 0, "stop": [" girl"]},
+    ])
+    a, b, c = results
+    assert a["id"] == 7 and b["id"] == 1
+    choice = a["choices"][0]
+    assert choice["text"].startswith("The dog")  # echo
+    lp = choice["logprobs"]
+    n_prompt = len(a["prompt_token_ids"])
+    assert len(lp["tokens"]) == n_prompt + 5 == len(lp["token_logprobs"]) == len(lp["top_logprobs"])
+    assert lp["token_logprobs"][0] is None and all(x <= 0 for x in lp["token_logprobs"][1:])
+    assert all(len(t) == 2 for t in lp["top_logprobs"][1:])
+    assert "".join(lp["tokens"]) == choice["text"]
+    assert [ch["index"] for ch in b["choices"]] == [0, 1, 2]
+    assert all(len(ch["token_ids"]) == 4 for ch in b["choices"])
+    assert b["usage"]["completion_tokens"] == 12
+    assert c["choices"][0]["finish_reason"] == "stop" and c["choices"][0]["stop_reason"] == " girl"
+    assert c["choices"][0]["text"] == ", there was a little"
+
+
+def test_trace_lists_every_step(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    requests = [{"prompt": c["prompt"], "max_tokens": 20, "temperature": 0} for c in CASES]
+    generate(tmp_path, requests, "--trace", trace, "--max-num-batched-tokens", "16")
+    steps = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
+    assert all(s["num_tokens"] == sum(q["tokens"] for q in s["seqs"]) <= 16 for s in steps)
+    requests_seen = {q["request"] for s in steps for q in s["seqs"]}
+    assert len(requests_seen) == len(CASES)
+    kinds = {q["kind"] for s in steps for q in s["seqs"]}
+    assert kinds == {"prefill", "decode"}
+
+
+@pytest.mark.parametrize("line,needle", [
+    ("{not json\n", "requests.jsonl:2: not JSON"),
+    ("[1, 2]\n", "requests.jsonl:2: each line must be a JSON object"),
+    ('{"prompt": "a", "tools": []}\n', "requests.jsonl:2: 'tools' is not supported"),
+    ('{"prompt": 5}\n', "'prompt' must be a string"),
+    ('{"prompt": "a", "max_tokens": -3}\n', "'max_tokens' must be in"),
+    ('{"prompt": "a", "temperature": "hot"}\n', "'temperature' must be a number"),
+    ('{"prompt": "a", "max_tokens": 600}\n', "maximum context length is 512"),
+    ('{"prompt": "a", "logit_bias": {"x": 1}}\n', "'logit_bias' key 'x'"),
+])
+def test_bad_requests_name_the_line(tmp_path, line, needle):
+    proc, _ = generate(tmp_path, ['{"prompt": "fine", "max_tokens": 2}\n', line], check=False)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_flags(tmp_path):
+    src = tmp_path / "r.jsonl"
+    src.write_text('{"prompt": "a"}\n')
+    for flags, needle in [([], "--input is required"), (["--input", src], "--output is required"),
+                          (["--input", src, "--output", "-", "--scheduling-policy", "lottery"], "unknown scheduling"),
+                          (["--input", src, "--output", "-", "--kv-cache-memory", "lots"], "--kv-cache-memory"),
+                          (["--input", src, "--output", "-", "--max-model-len", "100000"], "exceeds the model's context")]:
+        proc = run_minfer("generate", MODEL, *flags, check=False)
+        assert proc.returncode == 2, (flags, proc.stderr)
+        assert needle in proc.stderr, (flags, proc.stderr)
