@@ -1,13 +1,32 @@
 // out[rows, N] = x[rows, K] * W^T (+ bias) for a weight W of N rows of K
 // elements in any supported GGUF type, on a thread pool.
 //
-// Two regimes, as in llama.cpp:
-//  - few rows (decode): a GEMV per row, in the weight's own format (quantized
-//    weights meet int8-quantized activations; see vec_dot.h). Memory-bound: the
-//    weights stream through once, split across threads by output feature.
-//  - many rows (prefill): a GEMM. Each thread widens a panel of 32 weight rows
-//    to float once, laid out [K][32], and runs a register-blocked micro-kernel
-//    over all activation rows. Compute-bound: the panel is reused rows times.
+// Batch invariance. Continuous batching puts a sequence's token in a step
+// with a varying set of others, so row m of the output must not depend on
+// how many rows there are, what they hold, or how many threads run: then a
+// sequence's logits are the same whether it decodes alone or in a crowd.
+// Floating-point addition is not associative, so that holds only if every
+// output element is computed by one fixed sequence of operations. Here it
+// is: each element is the dot product of vec_dot.h, in the weight's own
+// format (quantized weights meet int8-quantized activations), with one lane
+// assignment along K, one accumulation order and one reduction tree, whatever
+// the row count. (This file used to switch from a per-row GEMV to a float
+// GEMM above 4 rows, so a sequence's logits moved with the batch size.)
+//
+// Speed comes from tiling, not from a second algorithm. dot_tile computes
+// RM x RN dot products at once (RM activation rows x RN weight rows, e.g.
+// 6 x 4 for f16): each accumulator is a 16-lane vector along K, and each step
+// loads a piece of every weight row and every activation row once, so RM + RN
+// loads feed RM x RN multiply-adds and the kernel is compute-bound where a
+// dot product alone is load-bound. Since each element's own arithmetic is the
+// same in every tile shape, a decode step (1 x RN tiles) and a prefill
+// (RM x RN) give the same bits.
+//
+// Work is split over output features: each thread takes a contiguous range of
+// RN-row tiles of W (for decode the weights stream from memory once), and
+// over row tiles too when W has too few tiles to go round. Within a range,
+// blocks of W small enough for L2 are swept by every row tile. No dot product
+// is ever split across threads, so the thread count cannot change a bit.
 #pragma once
 
 #include <cstddef>
@@ -27,12 +46,9 @@ struct MatmulWeight {
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };
 
-// Up to this many activation rows take the GEMV path.
-constexpr int64_t kGemvMaxRows = 4;
-
 void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t rows, const float* bias, float* out);
 
-// The plain reference the fast paths are tested against: double accumulation
+// The plain reference the fast path is tested against: double accumulation
 // over dequantized weights.
 void matmul_reference(const MatmulWeight& w, const float* x, int64_t rows, const float* bias, float* out);
 
