@@ -16,6 +16,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +91,10 @@ public:
 
     // Queues a request; throws RequestError if it is invalid or can never fit.
     uint64_t add_request(std::vector<int32_t> prompt, GenerationOptions options);
+    // The same for a text prompt, encoded with BOS as the model's file says.
+    uint64_t add_request(std::string_view prompt, GenerationOptions options) {
+        return add_request(tokenizer_.encode(prompt, /*add_special=*/true), std::move(options));
+    }
     // Ends a request (unknown or finished ids are ignored); the next step reports it.
     void abort(uint64_t request_id);
     // Runs one step; returns the outputs of the requests that moved.

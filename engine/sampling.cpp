@@ -52,6 +52,9 @@ void apply_penalties(std::span<float> logits, const SamplingRow& row) {
     for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
     for (int32_t id : row.suppressed_ids)
         if (id >= 0 && id < static_cast<int32_t>(logits.size())) logits[id] = -INFINITY;
+    if (!row.allowed_mask.empty())
+        for (size_t t = 0; t < logits.size(); ++t)
+            if (t / 32 >= row.allowed_mask.size() || !(row.allowed_mask[t / 32] >> (t % 32) & 1u)) logits[t] = -INFINITY;
 
     if (p.repetition_penalty != 1.0f) {
         auto penalise = [&](int32_t t) {

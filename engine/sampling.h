@@ -37,6 +37,9 @@ struct SamplingRow {
     std::span<const int32_t> prompt_tokens;
     std::span<const int32_t> output_tokens;
     std::span<const int32_t> suppressed_ids;  // may not be sampled (min_tokens holds back EOS and stop ids)
+    // If not empty, a bitmask over the vocabulary (bit t of word t / 32): only
+    // tokens whose bit is set may be sampled (a grammar's allowed tokens).
+    std::span<const uint32_t> allowed_mask;
 };
 
 // Philox4x32-10: 128 random bits from a 64-bit key and a 128-bit counter.

@@ -47,7 +47,7 @@ DType dtype_of(const WeightView& v) {
 // Greedy rows with no logits processor are sampled on the device.
 bool argmax_is_enough(const SamplingRow& row) {
     const SamplingParams& p = *row.params;
-    return p.greedy() && row.suppressed_ids.empty() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+    return p.greedy() && row.suppressed_ids.empty() && row.allowed_mask.empty() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
            p.frequency_penalty == 0.0f;
 }
 

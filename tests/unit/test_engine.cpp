@@ -281,6 +281,23 @@ TEST_CASE("engine: stop strings end the text before them and are never streamed"
     CHECK(joined == s.text);
 }
 
+TEST_CASE("engine: a text prompt is encoded as the tokenizer does, BOS first") {
+    Fixture& f = fixture();
+    GenerationOptions o;
+    o.max_tokens = 12;
+    o.sampling.temperature = 0.0f;
+    Job j{f.tokenizer->encode("Lily went to", true), o};
+    const Sample want = run_alone(j, small_config()).samples.at(0);
+    LLMEngine engine(*f.model, *f.tokenizer, small_config());
+    engine.add_request(std::string_view("Lily went to"), o);
+    std::vector<int32_t> got;
+    while (engine.has_unfinished())
+        for (const RequestOutput& out : engine.step())
+            for (const SampleOutput& s : out.samples) got.insert(got.end(), s.token_ids.begin(), s.token_ids.end());
+    CHECK(got == want.tokens);
+    CHECK(j.prompt.front() == f.tokenizer->bos_id());
+}
+
 TEST_CASE("engine: max_tokens, min_tokens, stop_token_ids, EOS") {
     Fixture& f = fixture();
     Job j;
@@ -369,7 +386,7 @@ TEST_CASE("engine: requests that can never fit are rejected at admission") {
     CHECK_THROWS_AS(engine.add_request(std::vector<int32_t>(64, 5), o), RequestError);  // no room to generate
     CHECK_THROWS_AS(engine.add_request(std::vector<int32_t>(60, 5), o), RequestError);  // 70 > 64
     CHECK_THROWS_AS(engine.add_request(std::vector<int32_t>(40, 5), o), RequestError);  // 50 > the pool of 48
-    CHECK_THROWS_AS(engine.add_request({}, o), RequestError);
+    CHECK_THROWS_AS(engine.add_request(std::vector<int32_t>{}, o), RequestError);
     CHECK_THROWS_AS(engine.add_request({1, 100000}, o), RequestError);
     o.n = 0;
     CHECK_THROWS_AS(engine.add_request({1, 5}, o), RequestError);

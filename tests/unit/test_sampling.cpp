@@ -114,3 +114,34 @@ TEST_CASE("out-of-range parameters are rejected with the parameter's name") {
     p = {};
     CHECK_NOTHROW(p.validate(10));
 }
+
+TEST_CASE("per-row processors: suppressed ids and an allowed-token bitmask") {
+    std::vector<float> logits(70, 0.0f);
+    logits[5] = 9.0f;
+    logits[40] = 8.0f;
+    logits[66] = 7.0f;
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    auto pick = [&](SamplingRow row) {
+        std::vector<float> l = logits;
+        row.params = &greedy;
+        return sample_row(l, row);
+    };
+    CHECK(pick({}) == 5);
+    const std::vector<int32_t> suppressed = {5};
+    CHECK(pick({.suppressed_ids = suppressed}) == 40);
+    // Bits 40 and 66 allowed: words 1 (bit 8) and 2 (bit 2).
+    const std::vector<uint32_t> mask = {0u, 1u << 8, 1u << 2};
+    CHECK(pick({.allowed_mask = mask}) == 40);
+    const std::vector<int32_t> no40 = {40};
+    CHECK(pick({.suppressed_ids = no40, .allowed_mask = mask}) == 66);
+    // Sampled (not greedy) rows respect the mask too.
+    SamplingParams hot;
+    hot.temperature = 5.0f;
+    for (int pos = 0; pos < 50; ++pos) {
+        std::vector<float> l = logits;
+        SamplingRow row{.params = &hot, .position = pos, .allowed_mask = mask};
+        const int32_t t = sample_row(l, row);
+        CHECK((t == 40 || t == 66));
+    }
+}
