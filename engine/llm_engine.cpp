@@ -277,7 +277,7 @@ std::vector<RequestOutput> LLMEngine::step() {
             }
             const std::span<const int32_t> all(seq.tokens);
             rows.push_back({&o.sampling, uint64_t(uses[i].sample_stream), seq.num_tokens(),
-                            all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens), suppressed[i]});
+                            all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens), suppressed[i], {}});
         }
         const std::vector<int32_t> sampled = rows.empty() ? std::vector<int32_t>{} : runner_->sample(rows);
 

@@ -30,7 +30,8 @@ using cuda::DType;
 struct CudaWeight final : PackedWeight {
     void* data = nullptr;
     DType dtype = DType::F32;
-    int64_t ld = 0;  // elements from one row to the next
+    int64_t ld = 0;          // elements from one row to the next
+    bool q8_0 = false;       // data holds the GGUF Q8_0 blocks as they are
     ~CudaWeight() override { cudaFree(data); }
 };
 
@@ -65,6 +66,7 @@ public:
 
     ~CudaBackend() override {
         gemm_.reset();
+        cudaFree(scratch_);
         cudaFree(ids_dev_);
         cudaFree(step_dev_);
         cudaFreeHost(step_host_);
@@ -119,6 +121,24 @@ public:
         w->type = v.type;
         w->rows = v.rows;
         w->cols = v.cols;
+        if (v.type == GGMLType::Q8_0) {
+            // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
+            w->q8_0 = true;
+            w->dtype = DType::BF16;
+            w->ld = (v.cols + 7) / 8 * 8;
+            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols);
+            w->data = alloc(bytes);
+            CUDA_CHECK(cudaMemcpyAsync(w->data, v.data, bytes, cudaMemcpyHostToDevice, stream_));
+            const size_t widened = size_t(v.rows) * w->ld * 2;
+            if (widened > scratch_bytes_) {
+                synchronize();
+                free(scratch_);
+                scratch_ = alloc(widened);
+                scratch_bytes_ = widened;
+            }
+            synchronize();
+            return w;
+        }
         w->dtype = dtype_of(v);
         w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
         const size_t elem = w->dtype == DType::F32 ? 4 : 2;
@@ -182,7 +202,10 @@ public:
         for (int32_t i = 0; i < step_.num_tokens; ++i)
             if (host_token_ids_[i] < 0 || host_token_ids_[i] >= w.rows)
                 throw std::out_of_range("token id outside the vocabulary");
-        cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), out, stream_);
+        if (w.q8_0)
+            cuda::launch_q8_0_embedding(step_, w.data, int32_t(w.cols), out, stream_);
+        else
+            cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), out, stream_);
         after_op();
     }
 
@@ -219,7 +242,14 @@ public:
 
     void matmul(const float* x, const PackedWeight& pw, const float* bias, int32_t rows, float* out) override {
         const auto& w = static_cast<const CudaWeight&>(pw);
-        gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
+        if (w.q8_0 && rows <= cuda::kQuantGemvMaxRows) {
+            cuda::launch_q8_0_gemv(x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
+        } else if (w.q8_0) {
+            cuda::launch_q8_0_to_bf16(w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
+            gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out);
+        } else {
+            gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
+        }
         if (bias) cuda::launch_add_bias(out, bias, rows, w.rows, stream_);
         after_op();
     }
@@ -285,6 +315,8 @@ private:
 
     cudaStream_t stream_ = nullptr;
     cudaEvent_t step_copied_ = nullptr;
+    void* scratch_ = nullptr;  // bf16 widening of a quantized weight for a prefill GEMM
+    size_t scratch_bytes_ = 0;
     std::unique_ptr<cuda::CublasLtGemm> gemm_;
     bool sync_each_op_ = false;
 

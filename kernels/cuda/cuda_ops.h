@@ -67,6 +67,17 @@ void launch_paged_attention(const DeviceStep& st, const float* q, const float* k
 // out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule).
 void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, int32_t* out_ids, cudaStream_t stream);
 
+// ---- matmul_q8_0.cu ---------------------------------------------------------------------
+// Q8_0 weights: n rows of k/32 blocks (fp16 scale + 32 int8), as GGUF stores them.
+constexpr int kQuantGemvMaxRows = 8;
+// out[rows, n] = x[rows, k] * W^T, rows in 1..kQuantGemvMaxRows.
+void launch_q8_0_gemv(const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
+                      cudaStream_t stream);
+// out[i, :k] = row token_ids[i] of W, widened to float (a Q8_0 embedding table).
+void launch_q8_0_embedding(const DeviceStep& st, const void* w, int32_t k, float* out, cudaStream_t stream);
+// W widened to bf16 rows of ldw elements (zeros past k), for the cuBLASLt GEMM.
+void launch_q8_0_to_bf16(const void* w, int32_t n, int32_t k, int64_t ldw, void* out, cudaStream_t stream);
+
 // ---- matmul_cublaslt.cu -----------------------------------------------------------------
 // out[rows, n] = x[rows, k] * W^T, W stored as n rows of `ldw` elements (ldw >= k;
 // for half types the padding columns hold zeros). F32 weights run in exact

@@ -22,6 +22,7 @@
 
 #include "engine/backend.h"
 #include "engine/float16.h"
+#include "engine/quant.h"
 #include "kernels/cuda/cuda_backend.h"
 
 using namespace minfer;
@@ -35,6 +36,7 @@ constexpr double kF32 = 1e-5;       // fp32 on both sides, different summation o
 constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
+constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per 32 (llama.cpp's way)
 
 double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
     if (out.size() != ref.size()) return INFINITY;
@@ -137,6 +139,11 @@ std::string seqs_text(const std::vector<Seq>& seqs) {
 }
 
 std::vector<uint8_t> encode(const std::vector<float>& v, GGMLType type) {
+    if (type == GGMLType::Q8_0) {  // our reference quantizer (A2), whole array as one row
+        std::vector<uint8_t> bytes(ggml_row_bytes(type, int64_t(v.size())));
+        quantize_row(type, v.data(), bytes.data(), int64_t(v.size()));
+        return bytes;
+    }
     std::vector<uint8_t> bytes(v.size() * (type == GGMLType::F32 ? 4 : 2));
     for (size_t i = 0; i < v.size(); ++i) {
         if (type == GGMLType::F32) {
@@ -158,12 +165,13 @@ public:
     int failed = 0;
 
     void embedding() {
-        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
+        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0};
         const std::pair<int32_t, int32_t> shapes[] = {{37, 7}, {512, 64}, {1000, 129}, {50, 4096}};  // vocab, dim
         const int32_t rows[] = {1, 13, 100};
         int i = 0;
         for (GGMLType type : types)
             for (auto [vocab, dim] : shapes) {
+                if (type == GGMLType::Q8_0 && dim % 32) continue;  // whole blocks only
                 const int32_t n = rows[i++ % 3];
                 run("embedding", fmt("%s vocab=%d dim=%d rows=%d", ggml_type_name(type), vocab, dim, n), kF32, [&] {
                     const auto bytes = encode(randn(size_t(vocab) * dim), type);
@@ -306,13 +314,18 @@ public:
         };
         const Shape shapes[] = {{1, 64, 64, false},    {7, 33, 65, false},    {13, 100, 37, false},
                                 {64, 256, 512, false}, {100, 1000, 37, false}, {1, 4096, 1000, false},
-                                {3, 4096, 4096, false}, {512, 512, 512, false}, {5, 64, 64, true}, {7, 33, 65, true}};
-        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
+                                {3, 4096, 4096, false}, {512, 512, 512, false}, {5, 64, 64, true}, {7, 33, 65, true},
+                                {8, 256, 100, false},   {9, 256, 100, true}};  // the quantized GEMV's last row count, and one past
+        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0};
         int i = 0;
         for (GGMLType type : types)
             for (const Shape& s : shapes) {
+                if (type == GGMLType::Q8_0 && s.k % 32) continue;  // whole blocks only
                 const bool with_bias = i++ % 2 == 1;
-                const double threshold = type == GGMLType::F32 ? kF32Gemm : type == GGMLType::F16 ? kF16Gemm : kBF16Gemm;
+                const double threshold = type == GGMLType::F32    ? kF32Gemm
+                                         : type == GGMLType::F16  ? kF16Gemm
+                                         : type == GGMLType::BF16 ? kBF16Gemm
+                                                                  : kQ8Gemm;
                 const std::string shape = fmt("%s rows=%d k=%d n=%d%s%s", ggml_type_name(type), s.rows, s.k, s.n,
                                               with_bias ? " +bias" : "", s.offset ? " unaligned" : "");
                 run("matmul", shape, threshold, [&] {
