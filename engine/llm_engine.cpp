@@ -9,6 +9,8 @@
 
 #include <boost/json.hpp>
 
+#include "engine/generate.h"
+
 namespace minfer {
 
 namespace {
@@ -85,8 +87,7 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
     runner_ = std::make_unique<ModelRunner>(model, RunnerLimits{config_.max_num_batched_tokens, config_.max_num_seqs,
                                                                 config_.num_kv_blocks, config_.block_size,
                                                                 logits_rows});
-    eos_ids_ = tokenizer.end_of_generation_ids();
-    if (tokenizer.bos_id() >= 0) eos_ids_.push_back(tokenizer.bos_id());
+    eos_ids_ = default_stop_ids(tokenizer);
 }
 
 LLMEngine::~LLMEngine() = default;
@@ -188,8 +189,7 @@ void LLMEngine::append_token(Sequence& seq, int32_t token, const float* logits) 
     const size_t before = seq.text.size();
     seq.text += seq.detokenizer->push(token);
     if (may_stop && !o.stop.empty()) {
-        size_t longest = 0;
-        for (const std::string& s : o.stop) longest = std::max(longest, s.size());
+        const size_t longest = seq.request->longest_stop();
         // A stop string ends inside the new text: search from where it could start.
         const size_t from = before >= longest ? before - longest + 1 : 0;
         size_t cut = std::string::npos;
@@ -231,8 +231,7 @@ std::vector<RequestOutput> LLMEngine::step() {
                 plan.token_ids.push_back(seq.tokens[p]);
                 plan.positions.push_back(p);
                 plan.slot_mapping.push_back(seq.blocks.blocks[p / bs] * bs + p % bs);
-                if (seq.sample_index == 0 && seq.request->wants_prompt_logprobs() && p < seq.num_prompt_tokens - 1 &&
-                    p >= int32_t(seq.request->prompt_logprobs.size()))
+                if (seq.wants_prompt_logprob_row(p))
                     prompt_rows.push_back({plan.num_tokens() - 1, {&seq, -1, p}});
             }
             plan.query_start.push_back(plan.num_tokens());
@@ -335,8 +334,7 @@ void LLMEngine::collect(Request& r, std::vector<RequestOutput>& outputs) {
     out.prompt_logprobs.assign(r.prompt_logprobs.begin() + long(r.prompt_logprobs_sent), r.prompt_logprobs.end());
     r.prompt_logprobs_sent = r.prompt_logprobs.size();
     bool all_finished = int32_t(r.seqs.size()) == r.options.n || r.aborted;
-    size_t longest_stop = 0;
-    for (const std::string& stop : r.options.stop) longest_stop = std::max(longest_stop, stop.size());
+    const size_t longest_stop = r.longest_stop();
     for (auto& seq_ptr : r.seqs) {
         Sequence& seq = *seq_ptr;
         all_finished &= seq.finished();

@@ -55,6 +55,12 @@ struct Request {
     bool aborted = false;
 
     bool wants_prompt_logprobs() const { return options.echo && options.logprobs >= 0; }
+    // The longest stop string: text that could be its start is held back from the caller.
+    size_t longest_stop() const {
+        size_t n = 0;
+        for (const std::string& s : options.stop) n = std::max(n, s.size());
+        return n;
+    }
 };
 
 struct Sequence {
@@ -88,6 +94,15 @@ struct Sequence {
     // recompute after preemption, or the one new decode token.
     int32_t num_uncomputed() const { return num_tokens() - num_computed; }
     bool finished() const { return status == SequenceStatus::Finished; }
+    // Whether the logits of the row at position p give a prompt token's logprob
+    // still missing (that of token p + 1; only sample 0 computes them).
+    bool wants_prompt_logprob_row(int32_t p) const {
+        return sample_index == 0 && request->wants_prompt_logprobs() && p < num_prompt_tokens - 1 &&
+               p >= static_cast<int32_t>(request->prompt_logprobs.size());
+    }
+    bool prompt_logprobs_pending() const {
+        return wants_prompt_logprob_row(static_cast<int32_t>(request->prompt_logprobs.size()));
+    }
     // The n - 1 other samples are forked from sample 0 when its prompt is done.
     bool forks_on_first_sample() const { return sample_index == 0 && num_output() == 0 && request->options.n > 1; }
 };
@@ -99,8 +114,9 @@ inline int32_t logits_rows_for(const Sequence& seq, int32_t count) {
     int32_t rows = 0;
     if (seq.num_computed + count == seq.num_tokens()) rows += seq.forks_on_first_sample() ? seq.request->options.n : 1;
     if (seq.sample_index == 0 && seq.request->wants_prompt_logprobs()) {
+        // The positions p in [num_computed, num_computed + count) with wants_prompt_logprob_row(p), counted at once.
         const int32_t first = std::max(seq.num_computed, static_cast<int32_t>(seq.request->prompt_logprobs.size()));
-        const int32_t last = std::min(seq.num_computed + count, seq.num_prompt_tokens - 1);  // rows [first, last)
+        const int32_t last = std::min(seq.num_computed + count, seq.num_prompt_tokens - 1);
         rows += std::max(0, last - first);
     }
     return rows;

@@ -154,9 +154,7 @@ SchedulerOutput Scheduler::schedule() {
             Sequence* seq = waiting_.front();
             if (slots_used + slots_of(seq) > config_.max_num_seqs) break;
             // Reuse cached blocks of the prompt (not when the prompt's own logprobs are wanted: they need its rows).
-            const bool prompt_rows_needed = seq->sample_index == 0 && seq->request->wants_prompt_logprobs() &&
-                                            seq->request->prompt_logprobs.size() + 1 < size_t(seq->num_prompt_tokens);
-            if (seq->blocks.blocks.empty() && !prompt_rows_needed)
+            if (seq->blocks.blocks.empty() && !seq->prompt_logprobs_pending())
                 seq->num_computed = blocks_.match_prefix(seq->tokens, seq->blocks);
             const int32_t count = fit_logits(*seq, std::min(seq->num_uncomputed(), token_budget), logits_left);
             if (count == 0 ||

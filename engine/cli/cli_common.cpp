@@ -90,11 +90,16 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--scheduling-policy: ") + e.what());
     }
+    return c;
+}
+
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args) {
     const std::string device = args["device"].as<std::string>();
     if (device != "cpu" && device != "cuda" && device != "auto")
         throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
-    if (args["threads"].as<int32_t>() < 0) throw UsageError("--threads must be >= 0");
-    return c;
+    const int32_t threads = args.count("threads") ? args["threads"].as<int32_t>() : 0;
+    if (threads < 0) throw UsageError("--threads must be >= 0");
+    return make_backend(device, threads);
 }
 
 const char* default_model_path() {

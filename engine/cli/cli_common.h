@@ -32,6 +32,9 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
 void add_engine_options(cxxopts::Options& opts);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
 
+// The backend --device names (and --threads, for commands that have it); a bad value is a UsageError.
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
+
 // "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).
 size_t parse_bytes(const std::string& text, const std::string& flag);
 

@@ -49,15 +49,9 @@ int bench_latency_cmd(int argc, char** argv) {
     if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
     if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
     if (o.repetitions <= 0 || o.warmup < 0) throw UsageError("--repetitions must be > 0 and --warmup >= 0");
-    const std::string device = args["device"].as<std::string>();
-    if (device != "cpu" && device != "cuda" && device != "auto")
-        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
-    const int32_t threads = args["threads"].as<int32_t>();
-    if (threads < 0) throw UsageError("--threads must be >= 0");
-
-    const std::string path =
-        args.count("synthetic") ? "synthetic:" + args["synthetic"].as<std::string>() : args["model"].as<std::string>();
-    auto backend = make_backend(device, threads);
+    const std::string path = args.count("synthetic") ? fmt::format("synthetic:{}", args["synthetic"].as<std::string>())
+                                                     : args["model"].as<std::string>();
+    auto backend = backend_from(args);
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     const ModelConfig& c = model->config();
     if (o.input_len + o.output_len > c.context_len)

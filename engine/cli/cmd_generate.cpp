@@ -122,7 +122,7 @@ int cmd_generate(int argc, char** argv) {
     if (!args.count("output")) throw UsageError("--output is required");
     const EngineConfig config = engine_config_from(args);
 
-    auto backend = make_backend(args["device"].as<std::string>(), args["threads"].as<int32_t>());
+    auto backend = backend_from(args);
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer);

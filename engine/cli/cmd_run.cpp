@@ -80,10 +80,7 @@ int cmd_run(int argc, char** argv) {
     if (batch_tokens <= 0) throw UsageError("--batch-tokens must be > 0");
     if (block_size <= 0 || block_size > 1024) throw UsageError("--block-size must be in 1..1024");
 
-    const std::string device = args["device"].as<std::string>();
-    if (device != "cpu" && device != "cuda" && device != "auto")
-        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
-    auto backend = make_backend(device);
+    auto backend = backend_from(args);
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
