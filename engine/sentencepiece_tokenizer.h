@@ -1,7 +1,14 @@
 // The SentencePiece tokenizer of llama-family GGUF files
-// (tokenizer.ggml.model = "llama"): the file's vocabulary is turned into a
-// sentencepiece ModelProto (BPE: merges by piece score, byte fallback) and
-// encoded by libsentencepiece. Decoding is done here, piece by piece.
+// (tokenizer.ggml.model = "llama": Llama 2, Mistral, Phi-3, Gemma, Baichuan):
+// the file's vocabulary is turned into a sentencepiece ModelProto (BPE: merges
+// by piece score, byte fallback) and encoded by libsentencepiece. Decoding is
+// done here, piece by piece.
+//
+// What libsentencepiece cannot express, done here as llama.cpp does: special
+// and user-defined tokens are cut out of the text first (SpecialTokenSplitter,
+// longest first, each piece of text in between then gets its own dummy-prefix
+// space), and a user-defined token spelled with real spaces (Gemma's "  ")
+// can still be matched, which sentencepiece, seeing "▁▁", never would.
 #pragma once
 
 #include <cstdint>
@@ -18,46 +25,27 @@ class SentencePieceProcessor;
 
 namespace minfer {
 
-// The tokenizer.ggml.* metadata of a SentencePiece vocabulary, as the file has it.
-struct SpmVocab {
-    std::vector<std::string> tokens;
-    std::vector<float> scores;    // empty: all zero
-    std::vector<int32_t> types;   // GGUF token types; empty: all normal
-    int32_t unk_id = -1;          // -1: the file names none
-    int32_t bos_id = -1;
-    int32_t eos_id = -1;
-    int32_t pad_id = -1;
-    int32_t eot_id = -1;
-    int32_t eom_id = -1;
-    bool add_bos = true;
-    bool add_eos = false;
-    bool add_space_prefix = true;
-
-    // Reads and range-checks the keys; throws TokenizerError naming the key.
-    static SpmVocab from_gguf(const GGUFFile& file);
-};
-
 // The model a vocabulary becomes, with the fix-ups sentencepiece needs (one
-// UNKNOWN piece, unique non-empty pieces). Exposed for tests.
-spm::ModelSpec make_spm_model_spec(const SpmVocab& vocab, spm::ModelType model_type);
+// UNKNOWN piece, unique non-empty pieces). `types` are the token types after
+// llama.cpp's fix-ups (analyse_specials). Exposed for tests.
+spm::ModelSpec make_spm_model_spec(const GgufVocab& vocab, const std::vector<TokenType>& types,
+                                   spm::ModelType model_type);
 
 class SentencePieceTokenizer final : public Tokenizer {
 public:
     // model_type is BPE for every llama-style vocabulary; Unigram exists only
     // so that tests can show it would be wrong.
-    explicit SentencePieceTokenizer(const SpmVocab& vocab,
+    explicit SentencePieceTokenizer(const GgufVocab& vocab,
                                     spm::ModelType model_type = spm::ModelType::BPE);
     ~SentencePieceTokenizer() override;
 
-    std::vector<int32_t> encode(std::string_view text, bool add_special) const override;
-    std::string decode(std::span<const int32_t> ids) const override;
+    std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                bool parse_special = false) const override;
 
 private:
+    std::string token_bytes(int32_t id) const override;
+
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
-    std::vector<spm::PieceType> types_;  // after the fix-ups, by id
-    bool add_bos_ = true;
-    bool add_eos_ = false;
-    bool add_space_prefix_ = true;
 };
 
 }  // namespace minfer

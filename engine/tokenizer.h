@@ -1,7 +1,12 @@
-// Tokenizers built from a GGUF file's `tokenizer.ggml.*` metadata.
+// Tokenizers built from a GGUF file's `tokenizer.ggml.*` metadata:
 //
-// A1 ships the SentencePiece one (tokenizer.ggml.model = "llama"), run by the
-// sentencepiece library; byte-level BPE and chat templates come with A3.
+//   tokenizer.ggml.model = "llama"  SentencePiece BPE (sentencepiece_tokenizer.h)
+//   tokenizer.ggml.model = "gpt2"   byte-level BPE with a pre-tokenizer named by
+//                                   tokenizer.ggml.pre (bpe_tokenizer.h)
+//   tokenizer.ggml.model = "bert"   WordPiece (wordpiece_tokenizer.h)
+//
+// Each one reproduces llama.cpp's tokenizer for the same file (the reference
+// of the vocab tests in ../shared/vocab).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +16,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/tokenizer_vocab.h"
 
 namespace minfer {
 
@@ -28,25 +35,58 @@ public:
     // do not support or an inconsistent vocabulary. Works on vocab-only files.
     static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& file);
 
-    // Text to ids. With add_special, BOS (and EOS) are added as the file's
-    // add_bos_token / add_eos_token flags say; without, no special token at all.
-    virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
-    // Ids to text: byte tokens joined into UTF-8, control tokens dropped, the
-    // dummy-prefix space of the first piece removed.
-    virtual std::string decode(std::span<const int32_t> ids) const = 0;
+    // Text to ids. With add_special, BOS (and EOS, BERT's SEP) are added as the
+    // file's add_bos_token / add_eos_token flags say; without, none at all.
+    // With parse_special, the texts of control tokens (`<|im_start|>`, `<s>`)
+    // in `text` become those tokens; without, they are tokenized as plain text.
+    // User-defined tokens are always matched whole. Byte-level BPE and
+    // WordPiece read each byte of invalid UTF-8 as U+FFFD (as llama.cpp does);
+    // SentencePiece hands the bytes to libsentencepiece as they are.
+    virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                        bool parse_special = false) const = 0;
+
+    // Ids to text, one rule for every tokenizer: control and unused tokens
+    // make no text; byte tokens are joined into UTF-8 (a byte that does not
+    // complete a character becomes U+FFFD); user-defined tokens give their
+    // text; where the encoder adds a space in front of the text (SentencePiece
+    // with add_space_prefix, WordPiece) the first piece's leading space is
+    // removed. No other clean-up: decode(encode(x)) == x for byte-level BPE.
+    virtual std::string decode(std::span<const int32_t> ids) const;
+
+    // One token's text as a chat template writes it: control tokens as their
+    // text (`<|im_end|>`), others as decode() renders them without the
+    // leading-space rule (may be part of a UTF-8 character).
+    std::string token_to_piece(int32_t id) const;
 
     int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+    // The token as the vocabulary spells it ("▁Hello", "Ġworld", "<0x0A>").
     const std::string& piece(int32_t id) const { return pieces_.at(static_cast<size_t>(id)); }
+    TokenType token_type(int32_t id) const { return types_.at(static_cast<size_t>(id)); }
     int32_t bos_id() const { return bos_id_; }  // -1 if none
     int32_t eos_id() const { return eos_id_; }  // -1 if none
-    // Ids that end a generation: EOS, EOT/EOM when the file names them.
+    // Ids that end a generation: EOS first, then EOT/EOM when the file names
+    // them, then tokens llama.cpp recognises by their text (<|im_end|>,
+    // <|eot_id|>, <|endoftext|>, <end_of_turn>, <|end|>, ...).
     const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
 
 protected:
+    // Pieces, types, special ids, end-of-generation ids and the special-token
+    // splitter from the file's metadata.
+    void init_common(const GgufVocab& vocab);
+    // The bytes one token contributes to decode()'s output (before the
+    // leading-space rule and the UTF-8 repair). Default: the piece itself.
+    virtual std::string token_bytes(int32_t id) const;
+    void check_id(int32_t id) const;
+
     std::vector<std::string> pieces_;
+    std::vector<TokenType> types_;
     int32_t bos_id_ = -1;
     int32_t eos_id_ = -1;
     std::vector<int32_t> eog_ids_;
+    SpecialTokenSplitter specials_;
+    bool add_bos_ = false;
+    bool add_eos_ = false;
+    bool strip_leading_space_ = false;  // decode() drops the first piece's leading space
 };
 
 // Streaming detokenization: feed ids one at a time, get back only complete

@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 # pkg-config itself (the GPU machine may have none).
 PACKAGES=(
   libsentencepiece-dev libsentencepiece0
+  libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2   # tokenizers: only libpcre2-8.pc is used
   libcxxopts-dev doctest-dev
   libboost1.81-dev libboost-json1.81-dev libboost-json1.81.0
   libboost-container1.81-dev libboost-container1.81.0   # Boost::json's CMake config links Boost::container

@@ -9,6 +9,8 @@ PACKAGES=(
   libsentencepiece-dev libcxxopts-dev doctest-dev
   libboost1.81-dev libboost-json1.81-dev libspdlog-dev libfmt-dev
   libxxhash-dev                     # header-only use: prefix-cache block hashes
+  libpcre2-dev libutf8proc-dev      # BPE pre-tokenizers: Unicode regexes, categories, NFC
+  python3-jinja2                    # the oracle for chat templates
   clang libclang-rt-14-dev          # libFuzzer target for the GGUF parser
   python3 python3-venv              # test oracles live in a virtual environment
 )

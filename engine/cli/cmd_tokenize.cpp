@@ -1,8 +1,10 @@
-// minfer tokenize [MODEL] --text T [--no-bos] [--json]
+// minfer tokenize [MODEL] (--text T | --batch) [--no-bos] [--parse-special] [--json]
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
+#include <boost/json.hpp>
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
@@ -42,7 +44,9 @@ int cmd_tokenize(int argc, char** argv) {
         ("model", "GGUF file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("t,text", "text to tokenize", cxxopts::value<std::string>())
         ("no-bos", "add no special token (no BOS, no EOS)")
+        ("parse-special", "turn the texts of special tokens (<|im_start|>, <s>) into those tokens")
         ("json", "print one line: {\"ids\": [...]}")
+        ("batch", "read one JSON string per line on stdin, print one {\"ids\": [...]} line for each")
         ("h,help", "print this help");
     // clang-format on
     add_synthetic_option(opts);
@@ -53,11 +57,32 @@ int cmd_tokenize(int argc, char** argv) {
         return 0;
     }
     if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
-    if (!args.count("text")) throw UsageError("--text is required");
+    const bool batch = args.count("batch") > 0;
+    if (!args.count("text") && !batch) throw UsageError("--text or --batch is required");
+    if (args.count("text") && batch) throw UsageError("--text and --batch exclude each other");
 
     const GGUFFile file = open_model_arg(args, "model", /*weights=*/false);
     const auto tokenizer = Tokenizer::from_gguf(file);
-    const std::vector<int32_t> ids = tokenizer->encode(args["text"].as<std::string>(), !args.count("no-bos"));
+    const bool add_special = !args.count("no-bos");
+    const bool parse_special = args.count("parse-special") > 0;
+
+    if (batch) {
+        // Many texts for one load of the vocabulary (tests, oracles): JSON
+        // strings carry any text, newlines and NULs included.
+        std::string line;
+        for (int line_no = 1; std::getline(std::cin, line); ++line_no) {
+            boost::system::error_code ec;
+            const boost::json::value v = boost::json::parse(line, ec);
+            if (ec || !v.is_string())
+                throw UsageError(fmt::format("--batch: line {} of stdin is not a JSON string", line_no));
+            const boost::json::string& text = v.get_string();
+            const std::vector<int32_t> ids =
+                tokenizer->encode(std::string_view(text.data(), text.size()), add_special, parse_special);
+            std::printf("{\"ids\": [%s]}\n", fmt::format("{}", fmt::join(ids, ", ")).c_str());
+        }
+        return 0;
+    }
+    const std::vector<int32_t> ids = tokenizer->encode(args["text"].as<std::string>(), add_special, parse_special);
 
     if (args.count("json")) {
         std::printf("{\"ids\": [%s]}\n", fmt::format("{}", fmt::join(ids, ", ")).c_str());
