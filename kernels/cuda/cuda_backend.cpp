@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
@@ -27,15 +28,34 @@ using cuda::DType;
 
 // A matrix uploaded once. Rows of F16/BF16 matrices are padded with zeros to a
 // multiple of 8 elements (16 bytes), which cuBLASLt's fast kernels want.
+// Quantized matrices keep their GGUF blocks; dtype and ld then describe their
+// bf16 widening for the prefill GEMM.
 struct CudaWeight final : PackedWeight {
     void* data = nullptr;
     DType dtype = DType::F32;
-    int64_t ld = 0;          // elements from one row to the next
-    bool q8_0 = false;       // data holds the GGUF Q8_0 blocks as they are
+    int64_t ld = 0;                     // elements from one row to the next
+    std::optional<cuda::QType> quant;  // data holds GGUF blocks of this type as they are
     ~CudaWeight() override { cudaFree(data); }
 };
 
+// The quantized types kept quantized on the device.
+std::optional<cuda::QType> quant_type_of(GGMLType t) {
+    switch (t) {
+        case GGMLType::Q8_0: return cuda::QType::Q8_0;
+        case GGMLType::Q4_0: return cuda::QType::Q4_0;
+        case GGMLType::Q4_1: return cuda::QType::Q4_1;
+        case GGMLType::Q5_0: return cuda::QType::Q5_0;
+        case GGMLType::Q5_1: return cuda::QType::Q5_1;
+        case GGMLType::Q4_K: return cuda::QType::Q4_K;
+        case GGMLType::Q5_K: return cuda::QType::Q5_K;
+        case GGMLType::Q6_K: return cuda::QType::Q6_K;
+        default: return std::nullopt;
+    }
+}
+
+// The element type of a plain matrix, or of the bf16 widening of a quantized one.
 DType dtype_of(const WeightView& v) {
+    if (quant_type_of(v.type)) return DType::BF16;
     switch (v.type) {
         case GGMLType::F32: return DType::F32;
         case GGMLType::F16: return DType::F16;
@@ -121,13 +141,16 @@ public:
         w->type = v.type;
         w->rows = v.rows;
         w->cols = v.cols;
-        if (v.type == GGMLType::Q8_0) {
+        w->dtype = dtype_of(v);
+        if ((w->quant = quant_type_of(v.type))) {
             // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
-            w->q8_0 = true;
-            w->dtype = DType::BF16;
-            w->ld = (v.cols + 7) / 8 * 8;
-            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols);
-            w->data = alloc(bytes);
+            if (v.cols % cuda::quant_block_elems(*w->quant))
+                throw std::invalid_argument("cuda: weight '" + v.name + "' has rows that are not whole blocks");
+            w->ld = v.cols;  // a multiple of 32
+            // Padded to 16 bytes: the GEMV reads whole 16-byte words.
+            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols), padded = (bytes + 15) / 16 * 16;
+            w->data = alloc(padded);
+            CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(w->data) + bytes, 0, padded - bytes, stream_));
             CUDA_CHECK(cudaMemcpyAsync(w->data, v.data, bytes, cudaMemcpyHostToDevice, stream_));
             const size_t widened = size_t(v.rows) * w->ld * 2;
             if (widened > scratch_bytes_) {
@@ -139,7 +162,6 @@ public:
             synchronize();
             return w;
         }
-        w->dtype = dtype_of(v);
         w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
         const size_t elem = w->dtype == DType::F32 ? 4 : 2;
         const size_t bytes = size_t(v.rows) * w->ld * elem;
@@ -202,8 +224,8 @@ public:
         for (int32_t i = 0; i < step_.num_tokens; ++i)
             if (host_token_ids_[i] < 0 || host_token_ids_[i] >= w.rows)
                 throw std::out_of_range("token id outside the vocabulary");
-        if (w.q8_0)
-            cuda::launch_q8_0_embedding(step_, w.data, int32_t(w.cols), out, stream_);
+        if (w.quant)
+            cuda::launch_quant_embedding(*w.quant, step_, w.data, int32_t(w.cols), out, stream_);
         else
             cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), out, stream_);
         after_op();
@@ -242,10 +264,10 @@ public:
 
     void matmul(const float* x, const PackedWeight& pw, const float* bias, int32_t rows, float* out) override {
         const auto& w = static_cast<const CudaWeight&>(pw);
-        if (w.q8_0 && rows <= cuda::kQuantGemvMaxRows) {
-            cuda::launch_q8_0_gemv(x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
-        } else if (w.q8_0) {
-            cuda::launch_q8_0_to_bf16(w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
+        if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
+            cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
+        } else if (w.quant) {
+            cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
             gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out);
         } else {
             gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
@@ -256,6 +278,16 @@ public:
 
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
         cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, stream_);
+        after_op();
+    }
+
+    void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
+        cuda::launch_geglu(gate, up, int64_t(rows) * dim, out, stream_);
+        after_op();
+    }
+
+    void scale(float* x, int64_t n, float s) override {
+        cuda::launch_scale(x, n, s, stream_);
         after_op();
     }
 

@@ -35,6 +35,8 @@ enum class DType : int32_t { F32, F16, BF16 };
 void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, float* out,
                       cudaStream_t stream);
 void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+void launch_geglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+void launch_scale(float* x, int64_t n, float s, cudaStream_t stream);
 // out[i] = x[logits_rows[i]], rows of dim floats.
 void launch_gather_rows(const DeviceStep& st, const float* x, int32_t dim, float* out, cudaStream_t stream);
 
@@ -67,16 +69,23 @@ void launch_paged_attention(const DeviceStep& st, const float* q, const float* k
 // out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule).
 void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, int32_t* out_ids, cudaStream_t stream);
 
-// ---- matmul_q8_0.cu ---------------------------------------------------------------------
-// Q8_0 weights: n rows of k/32 blocks (fp16 scale + 32 int8), as GGUF stores them.
+// ---- matmul_quant.cu ---------------------------------------------------------------------
+// Quantized weights kept in their GGUF blocks (quant_blocks.cuh decodes them):
+// n rows of k / block_elems blocks; k a multiple of the block size.
+enum class QType : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+int quant_block_elems(QType t);  // 32, or 256 for the K types
 constexpr int kQuantGemvMaxRows = 8;
-// out[rows, n] = x[rows, k] * W^T, rows in 1..kQuantGemvMaxRows.
-void launch_q8_0_gemv(const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
-                      cudaStream_t stream);
-// out[i, :k] = row token_ids[i] of W, widened to float (a Q8_0 embedding table).
-void launch_q8_0_embedding(const DeviceStep& st, const void* w, int32_t k, float* out, cudaStream_t stream);
-// W widened to bf16 rows of ldw elements (zeros past k), for the cuBLASLt GEMM.
-void launch_q8_0_to_bf16(const void* w, int32_t n, int32_t k, int64_t ldw, void* out, cudaStream_t stream);
+// out[rows, n] = x[rows, k] * W^T, rows in 1..kQuantGemvMaxRows. The weight's
+// allocation must be padded to a multiple of 16 bytes (the kernel reads whole
+// 16-byte words).
+void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
+                       cudaStream_t stream);
+// out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
+void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
+                            cudaStream_t stream);
+// W decoded to bf16 rows of ldw elements (ldw >= k; columns past k are left as they are), for the cuBLASLt GEMM.
+void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
+                          cudaStream_t stream);
 
 // ---- matmul_cublaslt.cu -----------------------------------------------------------------
 // out[rows, n] = x[rows, k] * W^T, W stored as n rows of `ldw` elements (ldw >= k;

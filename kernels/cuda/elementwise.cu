@@ -35,6 +35,19 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, flo
     }
 }
 
+__global__ void geglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] *= s;
+}
+
 // One block per logits row.
 __global__ void gather_rows_kernel(DeviceStep st, const float* x, int32_t dim, float* out) {
     const float* src = x + int64_t(st.logits_rows[blockIdx.x]) * dim;
@@ -55,6 +68,20 @@ void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cu
     if (n == 0) return;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
     swiglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, n, out);
+    CUDA_CHECK_LAUNCH();
+}
+
+void launch_geglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+    if (n == 0) return;
+    const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
+    geglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, n, out);
+    CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale(float* x, int64_t n, float s, cudaStream_t stream) {
+    if (n == 0) return;
+    const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
+    scale_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, n, s);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -7,14 +7,20 @@
 // then "N passed, M failed" alone on a line. The exit code is 1 if any case
 // failed, 2 if the run itself could not start.
 //
-// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N]
+// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench]
+//
+// --bench instead times the quantized matmul on Llama-3-8B's shapes: the GEMV
+// (1 and 8 rows) in GB/s of weights, and a 512-row prefill (bf16 widening +
+// GEMM) in TFLOP/s.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -36,7 +42,12 @@ constexpr double kF32 = 1e-5;       // fp32 on both sides, different summation o
 constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
-constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per 32 (llama.cpp's way)
+constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+
+// The quantized types the CUDA backend keeps quantized.
+const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
+                                GGMLType::Q5_1, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
+int64_t block_elems(GGMLType t) { return ggml_type_traits(uint32_t(t))->block_elems; }
 
 double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
     if (out.size() != ref.size()) return INFINITY;
@@ -139,7 +150,7 @@ std::string seqs_text(const std::vector<Seq>& seqs) {
 }
 
 std::vector<uint8_t> encode(const std::vector<float>& v, GGMLType type) {
-    if (type == GGMLType::Q8_0) {  // our reference quantizer (A2), whole array as one row
+    if (is_quantized(type)) {  // our reference quantizer (A2), whole array as one row
         std::vector<uint8_t> bytes(ggml_row_bytes(type, int64_t(v.size())));
         quantize_row(type, v.data(), bytes.data(), int64_t(v.size()));
         return bytes;
@@ -165,29 +176,35 @@ public:
     int failed = 0;
 
     void embedding() {
-        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0};
+        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
         const std::pair<int32_t, int32_t> shapes[] = {{37, 7}, {512, 64}, {1000, 129}, {50, 4096}};  // vocab, dim
         const int32_t rows[] = {1, 13, 100};
         int i = 0;
         for (GGMLType type : types)
-            for (auto [vocab, dim] : shapes) {
-                if (type == GGMLType::Q8_0 && dim % 32) continue;  // whole blocks only
-                const int32_t n = rows[i++ % 3];
-                run("embedding", fmt("%s vocab=%d dim=%d rows=%d", ggml_type_name(type), vocab, dim, n), kF32, [&] {
-                    const auto bytes = encode(randn(size_t(vocab) * dim), type);
-                    const WeightView view{"table", type, vocab, dim, bytes.data()};
-                    auto wc = cpu_.pack_weight(view);
-                    auto wg = gpu_.pack_weight(view);
-                    const StepPlan plan = make_plan(rng_, {{n, n}}, 16, (n + 15) / 16, vocab);
-                    set_step(plan, 16);
-                    DeviceArena g(gpu_);
-                    std::vector<float> ref(size_t(n) * dim, kNaN);
-                    float* out = g.poisoned(ref.size());
-                    cpu_.embedding(*wc, ref.data());
-                    gpu_.embedding(*wg, out);
-                    return rel_error(g.fetch(out, ref.size()), ref);
-                });
-            }
+            for (auto [vocab, dim] : shapes) embedding_case(type, vocab, dim, rows[i++ % 3]);
+        // Quantized tables: whole blocks per row (B weights), odd vocabularies.
+        for (GGMLType type : kQuantTypes) {
+            const int32_t b = int32_t(block_elems(type));
+            const std::pair<int32_t, int32_t> qshapes[] = {{37, b}, {1001, 5 * b}, {51, 4096}};
+            for (auto [vocab, dim] : qshapes) embedding_case(type, vocab, dim, rows[i++ % 3]);
+        }
+    }
+
+    void embedding_case(GGMLType type, int32_t vocab, int32_t dim, int32_t n) {
+        run("embedding", fmt("%s vocab=%d dim=%d rows=%d", ggml_type_name(type), vocab, dim, n), kF32, [&] {
+            const auto bytes = encode(randn(size_t(vocab) * dim), type);
+            const WeightView view{"table", type, vocab, dim, bytes.data()};
+            auto wc = cpu_.pack_weight(view);
+            auto wg = gpu_.pack_weight(view);
+            const StepPlan plan = make_plan(rng_, {{n, n}}, 16, (n + 15) / 16, vocab);
+            set_step(plan, 16);
+            DeviceArena g(gpu_);
+            std::vector<float> ref(size_t(n) * dim, kNaN);
+            float* out = g.poisoned(ref.size());
+            cpu_.embedding(*wc, ref.data());
+            gpu_.embedding(*wg, out);
+            return rel_error(g.fetch(out, ref.size()), ref);
+        });
     }
 
     void add_rms_norm() {
@@ -307,43 +324,55 @@ public:
                 }
     }
 
+    struct Shape {
+        int32_t rows, k, n;
+        bool offset;  // x and out one float past an aligned address
+    };
+
     void matmul() {
-        struct Shape {
-            int32_t rows, k, n;
-            bool offset;  // x and out one float past an aligned address
-        };
         const Shape shapes[] = {{1, 64, 64, false},    {7, 33, 65, false},    {13, 100, 37, false},
                                 {64, 256, 512, false}, {100, 1000, 37, false}, {1, 4096, 1000, false},
                                 {3, 4096, 4096, false}, {512, 512, 512, false}, {5, 64, 64, true}, {7, 33, 65, true},
                                 {8, 256, 100, false},   {9, 256, 100, true}};  // the quantized GEMV's last row count, and one past
-        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0};
+        const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
         int i = 0;
         for (GGMLType type : types)
             for (const Shape& s : shapes) {
-                if (type == GGMLType::Q8_0 && s.k % 32) continue;  // whole blocks only
-                const bool with_bias = i++ % 2 == 1;
-                const double threshold = type == GGMLType::F32    ? kF32Gemm
-                                         : type == GGMLType::F16  ? kF16Gemm
-                                         : type == GGMLType::BF16 ? kBF16Gemm
-                                                                  : kQ8Gemm;
-                const std::string shape = fmt("%s rows=%d k=%d n=%d%s%s", ggml_type_name(type), s.rows, s.k, s.n,
-                                              with_bias ? " +bias" : "", s.offset ? " unaligned" : "");
-                run("matmul", shape, threshold, [&] {
-                    const auto bytes = encode(randn(size_t(s.n) * s.k, 1.0f / std::sqrt(float(s.k))), type);
-                    const WeightView view{"w", type, s.n, s.k, bytes.data()};
-                    auto wc = cpu_.pack_weight(view);
-                    auto wg = gpu_.pack_weight(view);
-                    const int off = s.offset ? 1 : 0;
-                    std::vector<float> x = randn(size_t(s.rows) * s.k + off), bias = randn(s.n);
-                    DeviceArena g(gpu_);
-                    float* x_g = g.copy(x) + off;
-                    float* out_g = g.poisoned(size_t(s.rows) * s.n + off) + off;
-                    std::vector<float> ref(size_t(s.rows) * s.n, kNaN);
-                    cpu_.matmul(x.data() + off, *wc, with_bias ? bias.data() : nullptr, s.rows, ref.data());
-                    gpu_.matmul(x_g, *wg, with_bias ? g.copy(bias) : nullptr, s.rows, out_g);
-                    return rel_error(g.fetch(out_g, ref.size()), ref);
-                });
+                const double threshold = type == GGMLType::F32 ? kF32Gemm : type == GGMLType::F16 ? kF16Gemm : kBF16Gemm;
+                matmul_case(type, s, i++ % 2 == 1, threshold);
             }
+        // Quantized weights, k in whole blocks of B: the GEMV (rows 1..8) on a
+        // single block, on tiles of 1024 weights with a partial last one, and
+        // past 4 tiles per row (a warp's second and third tile); the bf16 GEMM
+        // (rows > 8); odd feature counts.
+        for (GGMLType type : kQuantTypes) {
+            const int32_t b = int32_t(block_elems(type));
+            const Shape qshapes[] = {{8, b, 1, false},     {1, 3 * b, 7, false},      {2, 1024 + b, 33, true},
+                                     {3, 4096, 33, false}, {8, 4096, 7, false},       {5, 9216, 7, false},
+                                     {1, 256, 4097, false}, {7, 2048 + b, 65, true},  {9, 2 * b, 33, false},
+                                     {64, 1024 + b, 7, false}, {200, 4096, 33, false}, {200, b, 1, true}};
+            for (const Shape& s : qshapes) matmul_case(type, s, i++ % 2 == 1, kQ8Gemm);
+        }
+    }
+
+    void matmul_case(GGMLType type, const Shape& s, bool with_bias, double threshold) {
+        const std::string shape = fmt("%s rows=%d k=%d n=%d%s%s", ggml_type_name(type), s.rows, s.k, s.n,
+                                      with_bias ? " +bias" : "", s.offset ? " unaligned" : "");
+        run("matmul", shape, threshold, [&] {
+            const auto bytes = encode(randn(size_t(s.n) * s.k, 1.0f / std::sqrt(float(s.k))), type);
+            const WeightView view{"w", type, s.n, s.k, bytes.data()};
+            auto wc = cpu_.pack_weight(view);
+            auto wg = gpu_.pack_weight(view);
+            const int off = s.offset ? 1 : 0;
+            std::vector<float> x = randn(size_t(s.rows) * s.k + off), bias = randn(s.n);
+            DeviceArena g(gpu_);
+            float* x_g = g.copy(x) + off;
+            float* out_g = g.poisoned(size_t(s.rows) * s.n + off) + off;
+            std::vector<float> ref(size_t(s.rows) * s.n, kNaN);
+            cpu_.matmul(x.data() + off, *wc, with_bias ? bias.data() : nullptr, s.rows, ref.data());
+            gpu_.matmul(x_g, *wg, with_bias ? g.copy(bias) : nullptr, s.rows, out_g);
+            return rel_error(g.fetch(out_g, ref.size()), ref);
+        });
     }
 
     void swiglu() {
@@ -358,6 +387,33 @@ public:
                 cpu_.swiglu(gate.data(), up.data(), rows, dim, ref.data());
                 gpu_.swiglu(g.copy(gate), g.copy(up), rows, dim, out);
                 return rel_error(g.fetch(out, n), ref);
+            });
+    }
+
+    void geglu() {
+        const std::pair<int32_t, int32_t> shapes[] = {{1, 1}, {7, 33}, {3, 2048}, {64, 6912}};
+        for (auto [rows, dim] : shapes)
+            run("geglu", fmt("rows=%d dim=%d", rows, dim), kF32, [&] {
+                const size_t n = size_t(rows) * dim;
+                const std::vector<float> gate = randn(n, 3.0f), up = randn(n);
+                DeviceArena g(gpu_);
+                std::vector<float> ref(n, kNaN);
+                float* out = g.poisoned(n);
+                cpu_.geglu(gate.data(), up.data(), rows, dim, ref.data());
+                gpu_.geglu(g.copy(gate), g.copy(up), rows, dim, out);
+                return rel_error(g.fetch(out, n), ref);
+            });
+    }
+
+    void scale() {
+        for (int64_t n : {1, 640, 100003})
+            run("scale", fmt("n=%lld", (long long)n), kF32, [&] {
+                std::vector<float> x = randn(size_t(n));
+                DeviceArena g(gpu_);
+                float* xg = g.copy(x);
+                cpu_.scale(x.data(), n, 25.298f);
+                gpu_.scale(xg, n, 25.298f);
+                return rel_error(g.fetch(xg, size_t(n)), x);
             });
     }
 
@@ -469,19 +525,63 @@ private:
     std::normal_distribution<float> normal_{0.0f, 1.0f};
 };
 
+// Random bytes make valid blocks as far as timing goes (a NaN scale costs the same).
+void bench_quant_matmul(Backend& gpu) {
+    struct Mat {
+        const char* name;
+        int32_t n, k;
+    };
+    const Mat mats[] = {{"q/o", 4096, 4096}, {"gate/up", 14336, 4096}, {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+    const GGMLType types[] = {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::Q5_K, GGMLType::Q4_0};
+    std::mt19937 rng(1);
+    for (GGMLType type : types)
+        for (const Mat& m : mats) {
+            const size_t bytes = size_t(m.n) * ggml_row_bytes(type, m.k);
+            std::vector<uint32_t> raw((bytes + 3) / 4);
+            for (uint32_t& v : raw) v = rng() & 0x3bff3bffu;  // keep f16 fields finite
+            // Copies enough to cycle through 4x the L2 (60 MB on an H200), so that weights come from memory.
+            std::vector<std::unique_ptr<PackedWeight>> ws;
+            for (size_t total = 0; ws.empty() || total < (size_t(240) << 20); total += bytes)
+                ws.push_back(gpu.pack_weight({"w", type, m.n, m.k, reinterpret_cast<const uint8_t*>(raw.data())}));
+            DeviceArena g(gpu);
+            std::vector<float> xh(size_t(512) * m.k, 0.01f);
+            const float* x = g.copy(xh);
+            float* out = g.poisoned(size_t(512) * m.n);
+            for (int32_t rows : {1, 8, 512}) {
+                const int iters = rows == 512 ? 5 : 50;
+                gpu.matmul(x, *ws[0], nullptr, rows, out);  // warm-up (and the GEMM's algorithm choice)
+                gpu.synchronize();
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < iters; ++i) gpu.matmul(x, *ws[i % ws.size()], nullptr, rows, out);
+                gpu.synchronize();
+                const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+                if (rows == 512)
+                    std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f TFLOP/s\n", ggml_type_name(type),
+                                m.name, m.n, m.k, rows, s * 1e6, 2.0 * rows * m.n * m.k / s / 1e12);
+                else
+                    std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f GB/s of weights\n",
+                                ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9);
+                std::fflush(stdout);
+            }
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string filter;
     uint32_t seed = 1234;
+    bool bench = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--filter" && i + 1 < argc) {
+        if (a == "--bench") {
+            bench = true;
+        } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
         } else if (a == "--seed" && i + 1 < argc) {
             seed = uint32_t(std::stoul(argv[++i]));
         } else {
-            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N] [--bench]\n", argv[0]);
             return 2;
         }
     }
@@ -489,6 +589,10 @@ int main(int argc, char** argv) {
         std::printf("minfer_gpu_ops: %s; seed %u\n", cuda_device_summary().c_str(), seed);
         auto cpu = make_cpu_backend();
         auto gpu = make_cuda_backend();
+        if (bench) {
+            bench_quant_matmul(*gpu);
+            return 0;
+        }
         OpTests t(*cpu, *gpu, filter, seed);
         t.embedding();
         t.add_rms_norm();
@@ -496,6 +600,8 @@ int main(int argc, char** argv) {
         t.paged_attention();
         t.matmul();
         t.swiglu();
+        t.geglu();
+        t.scale();
         t.gather_logit_rows();
         t.sample();
         std::printf("%d passed, %d failed\n", t.passed, t.failed);

@@ -1,0 +1,246 @@
+// Quantized weights on the GPU, kept in their GGUF blocks (quant_blocks.cuh
+// decodes each type):
+//  - few rows (decode): a GEMV that streams the blocks once for all rows;
+//  - many rows (prefill): the weight widened to bf16 into a scratch matrix,
+//    then the cuBLASLt bf16 GEMM (the tensor cores do the work);
+//  - the embedding gather.
+//
+// The GEMV. A CTA of 4 warps owns 4 output features; its warps take turns
+// over tiles of 1024 weights along k. Most block sizes (18, 34, 210 bytes...)
+// leave blocks only 2-byte aligned, so a warp copies each feature's tile into
+// shared memory with 16-byte cp.async (from the 16-byte boundary below the
+// tile, which needs the allocation padded to 16 bytes) and decodes from there;
+// the next tile's copy is in flight while this one is decoded. Each lane
+// takes units of 16 or 32 weights, loads each feature's unit and scales into
+// registers, then decodes 8 weights at a time, reusing the activations it
+// loads for all 4 features. Accumulation is fp32; activations stay fp32.
+#include <cuda_bf16.h>
+
+#include <stdexcept>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/quant_blocks.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace minfer::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;        // per CTA, splitting k
+constexpr int kFeatures = 4;     // output features per CTA
+constexpr int kTileElems = 1024; // weights of one feature per tile: 32 or 64 per lane
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+__device__ __forceinline__ void load4(const float* p, bool aligned, float* v) {
+    if (aligned) {
+        const float4 f = *reinterpret_cast<const float4*>(p);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+        v[0] = p[0], v[1] = p[1], v[2] = p[2], v[3] = p[3];
+    }
+}
+
+template <class Q, int Rows>
+__global__ void __launch_bounds__(kWarps * 32)
+    quant_gemv_kernel(const float* __restrict__ x, int32_t k, bool x_aligned, const uint8_t* __restrict__ w,
+                      int32_t n, float* __restrict__ out) {
+    constexpr int kTileBlocks = kTileElems / Q::kElems;
+    constexpr int kStageBytes = (kTileBlocks * Q::kBytes + 15 + 15 + 15) / 16 * 16;  // both ends rounded out
+    __shared__ __align__(16) uint8_t stage[kWarps][2][kFeatures][kStageBytes];
+    __shared__ float partial[kWarps][Rows][kFeatures];
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int f0 = blockIdx.x * kFeatures;
+    const int blocks = k / Q::kElems, tiles = (blocks + kTileBlocks - 1) / kTileBlocks;
+    const size_t row_bytes = size_t(blocks) * Q::kBytes;
+
+    // Where tile t of feature f0 + f starts (features past n read the last one's).
+    auto tile_start = [&](int f, int t) {
+        return w + size_t(min(f0 + f, n - 1)) * row_bytes + size_t(t) * kTileBlocks * Q::kBytes;
+    };
+    auto stage_tile = [&](int t, int buf) {
+        if (t < tiles) {
+            const uintptr_t bytes = uintptr_t(min(kTileBlocks, blocks - t * kTileBlocks)) * Q::kBytes;
+#pragma unroll
+            for (int f = 0; f < kFeatures; ++f) {
+                const auto p = reinterpret_cast<uintptr_t>(tile_start(f, t)), lo = p & ~uintptr_t(15);
+                const int words = int((p + bytes - lo + 15) / 16);
+                for (int i = lane; i < words; i += 32)
+                    cp_async16(&stage[warp][buf][f][16 * i], reinterpret_cast<const void*>(lo + 16 * i));
+            }
+        }
+        cp_async_commit();  // possibly empty: every iteration waits on the same count
+    };
+
+    float acc[Rows][kFeatures] = {};
+    stage_tile(warp, 0);
+    int buf = 0;
+    for (int t = warp; t < tiles; t += kWarps, buf ^= 1) {
+        stage_tile(t + kWarps, buf ^ 1);
+        cp_async_wait<1>();
+        __syncwarp();
+        const int units = min(kTileBlocks, blocks - t * kTileBlocks) * Q::kUnits;
+#pragma unroll
+        for (int j = 0; j < kTileBlocks * Q::kUnits / 32; ++j) {
+            const int uu = lane + 32 * j;
+            if (uu >= units) break;
+            const int b = uu / Q::kUnits, u = uu % Q::kUnits;
+            typename Q::Unit unit[kFeatures];
+#pragma unroll
+            for (int f = 0; f < kFeatures; ++f) {
+                const int offset = int(reinterpret_cast<uintptr_t>(tile_start(f, t)) & 15);
+                unit[f] = Q::load(&stage[warp][buf][f][offset + b * Q::kBytes], u);
+            }
+            const float* xb = x + size_t(t * kTileBlocks + b) * Q::kElems;
+#pragma unroll
+            for (int s = 0; s < Q::kSubs; ++s) {
+                float xv[Rows][8];
+#pragma unroll
+                for (int r = 0; r < Rows; ++r) {
+                    load4(xb + size_t(r) * k + Q::col(u, s, 0), x_aligned, xv[r]);
+                    load4(xb + size_t(r) * k + Q::col(u, s, 1), x_aligned, xv[r] + 4);
+                }
+#pragma unroll
+                for (int f = 0; f < kFeatures; ++f) {
+                    float wv[8];
+                    Q::dequant(unit[f], s, wv);
+#pragma unroll
+                    for (int r = 0; r < Rows; ++r)
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) acc[r][f] = fmaf(wv[i], xv[r][i], acc[r][f]);
+                }
+            }
+        }
+        __syncwarp();  // the buffer is refilled next iteration
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+#pragma unroll
+        for (int f = 0; f < kFeatures; ++f) {
+            const float s = warp_sum(acc[r][f]);
+            if (lane == 0) partial[warp][r][f] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x < Rows * kFeatures) {
+        const int r = threadIdx.x / kFeatures, f = threadIdx.x % kFeatures;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kWarps; ++i) s += partial[i][r][f];
+        if (f0 + f < n) out[size_t(r) * n + f0 + f] = s;
+    }
+}
+
+__device__ __forceinline__ void store4(float* p, const float* v) { p[0] = v[0], p[1] = v[1], p[2] = v[2], p[3] = v[3]; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float* v) {  // 8-byte aligned: k is a multiple of 32
+    uint2 u;
+    *reinterpret_cast<__nv_bfloat162*>(&u.x) = __floats2bfloat162_rn(v[0], v[1]);
+    *reinterpret_cast<__nv_bfloat162*>(&u.y) = __floats2bfloat162_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = u;
+}
+
+// out[i, :k] = row ids[i] (row i when ids is null) of W, decoded; one thread per unit.
+template <class Q, class Out>
+__global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t* __restrict__ ids, int32_t rows,
+                                    int32_t k, int64_t ld, Out* __restrict__ out) {
+    const int64_t units_per_row = int64_t(k / Q::kElems) * Q::kUnits;
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * units_per_row) return;
+    const int64_t row = i / units_per_row;
+    const int uu = int(i % units_per_row), b = uu / Q::kUnits, u = uu % Q::kUnits;
+    const int64_t src = ids ? ids[row] : row;
+    const typename Q::Unit unit = Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u);
+    Out* o = out + row * ld + int64_t(b) * Q::kElems;
+#pragma unroll
+    for (int s = 0; s < Q::kSubs; ++s) {
+        float v[8];
+        Q::dequant(unit, s, v);
+        store4(o + Q::col(u, s, 0), v);
+        store4(o + Q::col(u, s, 1), v + 4);
+    }
+}
+
+// Calls f(Q{}) with the block struct of t.
+template <class F>
+void with_type(QType t, F&& f) {
+    switch (t) {
+        case QType::Q8_0: f(quant::Q8_0{}); break;
+        case QType::Q4_0: f(quant::Q4_0{}); break;
+        case QType::Q4_1: f(quant::Q4_1{}); break;
+        case QType::Q5_0: f(quant::Q5_0{}); break;
+        case QType::Q5_1: f(quant::Q5_1{}); break;
+        case QType::Q4_K: f(quant::Q4_K{}); break;
+        case QType::Q5_K: f(quant::Q5_K{}); break;
+        case QType::Q6_K: f(quant::Q6_K{}); break;
+        default: throw std::invalid_argument("cuda: unknown quantized type");
+    }
+}
+
+template <class Q, int Rows>
+void gemv(const float* x, int32_t k, const void* w, int32_t n, float* out, cudaStream_t stream) {
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // k % 32 == 0 keeps every row so
+    quant_gemv_kernel<Q, Rows><<<(n + kFeatures - 1) / kFeatures, kWarps * 32, 0, stream>>>(
+        x, k, aligned, static_cast<const uint8_t*>(w), n, out);
+}
+
+template <class Q, class Out>
+void dequant_rows(const void* w, const int32_t* ids, int32_t rows, int32_t k, int64_t ld, Out* out,
+                  cudaStream_t stream) {
+    const int64_t threads = int64_t(rows) * (k / Q::kElems) * Q::kUnits;
+    if (threads == 0) return;
+    dequant_rows_kernel<Q, Out><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+        static_cast<const uint8_t*>(w), ids, rows, k, ld, out);
+}
+
+}  // namespace
+
+int quant_block_elems(QType t) {
+    int elems = 0;
+    with_type(t, [&](auto q) { elems = decltype(q)::kElems; });
+    return elems;
+}
+
+void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
+                       cudaStream_t stream) {
+    // One instantiation per row count up to kQuantGemvMaxRows, so the accumulators stay in registers.
+    with_type(t, [&](auto q) {
+        using Q = decltype(q);
+        switch (rows) {
+            case 1: gemv<Q, 1>(x, k, w, n, out, stream); break;
+            case 2: gemv<Q, 2>(x, k, w, n, out, stream); break;
+            case 3: gemv<Q, 3>(x, k, w, n, out, stream); break;
+            case 4: gemv<Q, 4>(x, k, w, n, out, stream); break;
+            case 5: gemv<Q, 5>(x, k, w, n, out, stream); break;
+            case 6: gemv<Q, 6>(x, k, w, n, out, stream); break;
+            case 7: gemv<Q, 7>(x, k, w, n, out, stream); break;
+            case 8: gemv<Q, 8>(x, k, w, n, out, stream); break;
+            default: throw std::invalid_argument("launch_quant_gemv: rows must be 1..8");
+        }
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out, cudaStream_t stream) {
+    with_type(t, [&](auto q) { dequant_rows<decltype(q)>(w, st.token_ids, st.num_tokens, k, k, out, stream); });
+    CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out, cudaStream_t stream) {
+    with_type(t, [&](auto q) {
+        dequant_rows<decltype(q)>(w, nullptr, n, k, ldw, static_cast<__nv_bfloat16*>(out), stream);
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minfer::cuda
