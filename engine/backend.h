@@ -120,6 +120,10 @@ public:
     virtual void matmul(const float* x, const PackedWeight& w, const float* bias, int32_t rows, float* out) = 0;
     // out = silu(gate) * up, elementwise over rows*dim.
     virtual void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) = 0;
+    // out = gelu(gate) * up, with GELU's tanh approximation (Gemma's gelu_pytorch_tanh).
+    virtual void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) = 0;
+    // x[i] *= s for n floats (Gemma's embedding scale).
+    virtual void scale(float* x, int64_t n, float s) = 0;
     // out[i] = x[plan.logits_rows[i]] for the current step.
     virtual void gather_logit_rows(const float* x, int32_t dim, float* out) = 0;
     // Samples one token per row of logits [rows.size(), vocab]; the logits may be modified.

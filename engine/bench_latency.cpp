@@ -85,7 +85,7 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
             }
             return p;
         };
-        std::vector<SamplingRow> rows(o.batch, SamplingRow{&greedy, 0, 0, {}, {}});
+        std::vector<SamplingRow> rows(o.batch, SamplingRow{&greedy, 0, 0, {}, {}, {}, {}});
         auto sample_next = [&](int32_t pos) {
             for (auto& row : rows) row.position = pos;
             const auto ids = runner.sample(rows);

@@ -59,7 +59,7 @@ GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t con
         if (!last_chunk) continue;  // more of the prompt to prefill
 
         const SamplingRow row{&options.sampling, 0, done, {prompt_ids.data(), prompt_ids.size()},
-                              {result.generated_ids.data(), result.generated_ids.size()}};
+                              {result.generated_ids.data(), result.generated_ids.size()}, {}, {}};
         next = runner.sample({&row, 1})[0];
         if (result.generated_ids.empty()) {
             const auto t1 = clock::now();

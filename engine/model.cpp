@@ -15,6 +15,12 @@ const Architecture kArchitectures[] = {
     // Llama 2/3/3.x, Mistral, TinyLlama, SmolLM, llama2.c checkpoints.
     {"llama", /*rope_neox=*/false, /*qkv_bias=*/false},
     {"qwen2", /*rope_neox=*/true, /*qkv_bias=*/true},
+    {"qwen3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true},
+    // Gemma 3: GeGLU, q/k norms, norms after attention and FFN too, embeddings
+    // scaled by sqrt(dim); five sliding-window layers (rope base 10k) to one global.
+    // The GGUF converter has already added Gemma's +1 to every norm weight.
+    {"gemma3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true, /*post_norms=*/true,
+     /*embed_scale=*/true, FfnActivation::GELU, /*swa_pattern=*/6, /*rope_base_swa=*/10000.0f},
 };
 
 int32_t get_dim(const GGUFFile& f, const std::string& key) {
@@ -55,6 +61,17 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
     c.norm_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
     c.rope_neox = arch->rope_neox;
     c.qkv_bias = arch->qkv_bias;
+    c.qk_norm = arch->qk_norm;
+    c.post_norms = arch->post_norms;
+    c.embed_scale = arch->embed_scale;
+    c.ffn_act = arch->ffn_act;
+    c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+    // Gemma 3 27B scales by the model width over the heads instead (query_pre_attn_scalar).
+    if (c.arch == "gemma3" && c.n_layers == 62) c.attn_scale = 1.0f / std::sqrt(float(c.dim / c.n_heads));
+    if (arch->swa_pattern > 0 && f.has(p + "attention.sliding_window")) {
+        c.sliding_window = get_dim(f, p + "attention.sliding_window");
+        c.swa_pattern = arch->swa_pattern;
+    }
     if (c.n_heads % c.n_kv_heads != 0)
         throw ModelError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_heads,
                                      c.n_kv_heads));
@@ -74,6 +91,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
         c.rope.position_scale = static_cast<float>(1.0 / factor);
     } else if (scaling != "none") {
         throw ModelError(fmt::format("{}: rope scaling '{}' is not supported", f.path(), scaling));
+    }
+    // Sliding layers keep their own base and no scaling (llama.cpp's freq_base_swa).
+    c.rope_swa = c.rope;
+    if (arch->rope_base_swa > 0) {
+        c.rope_swa.base = arch->rope_base_swa;
+        c.rope_swa.position_scale = 1.0f;
     }
 
     const GGUFTensorInfo& embd = f.tensor("token_embd.weight");
@@ -156,10 +179,16 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
             L.bk = vector(b + "attn_k.bias", kv_dim);
             L.bv = vector(b + "attn_v.bias", kv_dim);
         }
+        if (c.qk_norm) {
+            L.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
+            L.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+        }
+        if (c.post_norms) L.post_attn_norm = vector(b + "post_attention_norm.weight", c.dim);
         L.ffn_norm = vector(b + "ffn_norm.weight", c.dim);
         L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim);
         L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim);
         L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim);
+        if (c.post_norms) L.post_ffn_norm = vector(b + "post_ffw_norm.weight", c.dim);
     }
     return m;
 }

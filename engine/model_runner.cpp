@@ -64,24 +64,35 @@ void ModelRunner::forward(const StepPlan& plan) {
     if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
     backend_.set_step(plan, limits_.block_size);
 
-    const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), 0};
     backend_.embedding(*w.token_embd, residual_);
+    if (c.embed_scale) backend_.scale(residual_, int64_t(n) * c.dim, std::sqrt(float(c.dim)));
     const float* delta = nullptr;  // the previous block's output, added to the residual by the next norm
     for (int32_t l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = w.layers[l];
+        const bool sliding = c.is_sliding(l);
+        const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, c.attn_scale, sliding ? c.sliding_window : 0};
         backend_.add_rms_norm(residual_, delta, L.attn_norm, c.norm_eps, n, c.dim, normed_);
         backend_.matmul(normed_, *L.wq, L.bq, n, q_);
         backend_.matmul(normed_, *L.wk, L.bk, n, k_);
         backend_.matmul(normed_, *L.wv, L.bv, n, v_);
-        backend_.rope_kv_write(q_, k_, v_, attn, c.rope, cache_, l);
+        if (L.q_norm) {  // each head normalised on its own: rows of head_dim
+            backend_.add_rms_norm(q_, nullptr, L.q_norm, c.norm_eps, n * c.n_heads, c.head_dim, q_);
+            backend_.add_rms_norm(k_, nullptr, L.k_norm, c.norm_eps, n * c.n_kv_heads, c.head_dim, k_);
+        }
+        backend_.rope_kv_write(q_, k_, v_, attn, sliding ? c.rope_swa : c.rope, cache_, l);
         backend_.paged_attention(q_, attn, cache_, l, attn_);
         backend_.matmul(attn_, *L.wo, nullptr, n, proj_);
+        if (L.post_attn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_attn_norm, c.norm_eps, n, c.dim, proj_);
 
         backend_.add_rms_norm(residual_, proj_, L.ffn_norm, c.norm_eps, n, c.dim, normed_);
         backend_.matmul(normed_, *L.w_gate, nullptr, n, gate_);
         backend_.matmul(normed_, *L.w_up, nullptr, n, up_);
-        backend_.swiglu(gate_, up_, n, c.ffn_dim, hidden_);
+        if (c.ffn_act == FfnActivation::GELU)
+            backend_.geglu(gate_, up_, n, c.ffn_dim, hidden_);
+        else
+            backend_.swiglu(gate_, up_, n, c.ffn_dim, hidden_);
         backend_.matmul(hidden_, *L.w_down, nullptr, n, proj_);
+        if (L.post_ffn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_ffn_norm, c.norm_eps, n, c.dim, proj_);
         delta = proj_;
     }
     // Only the rows that want logits go through the final norm and the LM head.

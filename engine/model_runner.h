@@ -29,6 +29,7 @@ public:
     ModelRunner& operator=(const ModelRunner&) = delete;
 
     const RunnerLimits& limits() const { return limits_; }
+    const Model& model() const { return model_; }
 
     // Runs the model over the plan; logits of plan.logits_rows stay on the backend.
     void forward(const StepPlan& plan);

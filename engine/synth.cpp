@@ -44,11 +44,18 @@ const SynthPreset kPresets[] = {
      8.0f, 1.0f, 4.0f, 8192},
     // Qwen2.5 0.5B: q/k/v biases, NEOX rope, dim 896 (not a multiple of 256: Q4_K_M falls back).
     {"qwen2-0.5b", "qwen2", "Qwen2.5 0.5B", 896, 24, 14, 2, 4864, 151936, 32768, true, true, 1000000.0f, 1e-6f},
+    // Gemma 3 270M: head size 256 over 4 query heads and 1 KV head, a 262k vocabulary
+    // (tied), sliding window 512 on five layers of six.
+    {"gemma3-270m", "gemma3", "Gemma 3 270M", 640, 18, 4, 1, 2048, 262144, 32768, true, false, 1000000.0f, 1e-6f,
+     0.0f, 0.0f, 0.0f, 0, 256, 512},
 };
 
 }  // namespace
 
 std::span<const SynthPreset> synth_presets() { return kPresets; }
+
+bool SynthPreset::is_gemma3() const { return std::string_view(arch) == "gemma3"; }
+bool SynthPreset::has_qk_norm() const { return is_gemma3() || std::string_view(arch) == "qwen3"; }
 
 const SynthPreset* find_synth_preset(std::string_view name) {
     for (const SynthPreset& p : kPresets)
@@ -180,11 +187,17 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, SynthDType dtype) {
             add(b + "attn_k.bias", SynthRole::Bias, l, {kv_dim});
             add(b + "attn_v.bias", SynthRole::Bias, l, {kv_dim});
         }
+        if (p.has_qk_norm()) {
+            add(b + "attn_q_norm.weight", SynthRole::Norm, l, {p.head_dim()});
+            add(b + "attn_k_norm.weight", SynthRole::Norm, l, {p.head_dim()});
+        }
         add(b + "attn_output.weight", SynthRole::AttnOutput, l, {q_dim, p.dim});
+        if (p.is_gemma3()) add(b + "post_attention_norm.weight", SynthRole::Norm, l, {p.dim});
         add(b + "ffn_norm.weight", SynthRole::Norm, l, {p.dim});
         add(b + "ffn_gate.weight", SynthRole::FfnGate, l, {p.dim, p.ffn_dim});
         add(b + "ffn_up.weight", SynthRole::FfnUp, l, {p.dim, p.ffn_dim});
         add(b + "ffn_down.weight", SynthRole::FfnDown, l, {p.ffn_dim, p.dim});
+        if (p.is_gemma3()) add(b + "post_ffw_norm.weight", SynthRole::Norm, l, {p.dim});
     }
     add("output_norm.weight", SynthRole::Norm, -1, {p.dim});
     if (!p.tied) add("output.weight", SynthRole::Output, -1, {p.dim, p.vocab_size});
@@ -379,6 +392,11 @@ GGUFWriter synth_header(const SynthPreset& p, SynthDType dtype, uint64_t seed, b
     w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(p.head_dim()));
     w.set_f32(a + "rope.freq_base", p.rope_base);
     w.set_f32(a + "attention.layer_norm_rms_epsilon", p.norm_eps);
+    if (p.key_length > 0) {
+        w.set_u32(a + "attention.key_length", static_cast<uint32_t>(p.key_length));
+        w.set_u32(a + "attention.value_length", static_cast<uint32_t>(p.key_length));
+    }
+    if (p.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
 
     const SynthVocab v = synth_vocab(p.vocab_size);
     w.set_string("tokenizer.ggml.model", "llama");

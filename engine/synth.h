@@ -19,7 +19,8 @@
 namespace minfer {
 
 // The shape of a real model. All presets use the llama block (RMSNorm, SwiGLU
-// FFN, GQA attention); qwen2 adds q/k/v biases and NEOX rope.
+// FFN, GQA attention); qwen2 adds q/k/v biases and NEOX rope; qwen3 q/k norms
+// and NEOX rope; gemma3 adds q/k norms, post-attention/FFN norms, GeGLU, a wider head and sliding-window layers.
 struct SynthPreset {
     const char* name;          // what --preset takes
     const char* arch;          // general.architecture
@@ -40,8 +41,12 @@ struct SynthPreset {
     float rope_low_freq_factor = 0.0f;
     float rope_high_freq_factor = 0.0f;
     int32_t rope_original_context = 0;
+    int32_t key_length = 0;       // head size when it is not dim / n_heads (gemma3: 256)
+    int32_t sliding_window = 0;   // gemma3's sliding layers
 
-    int32_t head_dim() const { return dim / n_heads; }
+    int32_t head_dim() const { return key_length > 0 ? key_length : dim / n_heads; }
+    bool is_gemma3() const;
+    bool has_qk_norm() const;     // gemma3, qwen3
 };
 
 std::span<const SynthPreset> synth_presets();

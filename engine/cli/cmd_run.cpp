@@ -2,12 +2,18 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <unistd.h>
 
+#include <iostream>
+
+#include "engine/chat/chat_template.h"
+#include "engine/chat_prompt.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/generate.h"
@@ -36,6 +42,10 @@ int cmd_run(int argc, char** argv) {
     opts.add_options()
         ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("p,prompt", "prompt text (empty: start from BOS alone)", cxxopts::value<std::string>()->default_value(""))
+        ("chat", "-p is a user message, rendered with the model's chat template; without -p, a conversation: one user turn per line of stdin")
+        ("system", "system message (with --chat)", cxxopts::value<std::string>())
+        ("chat-template", "FILE, or a built-in NAME (chatml, llama2, llama3, gemma): the template for --chat when the model has none, or instead of its own",
+         cxxopts::value<std::string>()->default_value(""))
         ("n,n-predict", "new tokens to generate", cxxopts::value<int32_t>()->default_value("256"))
         ("temp", "temperature; 0 is greedy", cxxopts::value<float>()->default_value("0.8"))
         ("top-k", "keep the k most likely tokens (0 = off)", cxxopts::value<int32_t>()->default_value("40"))
@@ -91,45 +101,90 @@ int cmd_run(int argc, char** argv) {
     }
 
     const std::string prompt = args["prompt"].as<std::string>();
-    const std::vector<int32_t> prompt_ids = tokenizer->encode(prompt, /*add_special=*/true);
-    if (prompt_ids.empty()) throw UsageError("the prompt encodes to no tokens and the model adds no BOS");
-    if (prompt_ids.size() > size_t(cfg.context_len))
-        throw UsageError(fmt::format("the prompt is {} tokens, longer than the model's context of {} tokens",
-                                     prompt_ids.size(), cfg.context_len));
+    const bool chat = args.count("chat") > 0;
+    if (!chat && (args.count("system") || !args["chat-template"].as<std::string>().empty()))
+        throw UsageError("--system and --chat-template need --chat");
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;
     BlockAllocator allocator(blocks);
     ModelRunner runner(*model, {batch_tokens, 1, blocks, block_size});
-
     const bool json = args.count("json") > 0;
-    IncrementalDetokenizer detok(*tokenizer, prompt_ids);
-    if (!json) {
-        std::fputs(tokenizer->decode(prompt_ids).c_str(), stdout);
-        std::fflush(stdout);
-    }
-    const GenerateResult r = generate(runner, allocator, cfg.context_len, prompt_ids, gen, [&](int32_t id) {
-        if (json) return;
-        std::fputs(detok.push(id).c_str(), stdout);
-        std::fflush(stdout);
-    });
 
-    if (json) {
-        std::vector<int32_t> all = prompt_ids;
-        all.insert(all.end(), r.generated_ids.begin(), r.generated_ids.end());
-        boost::json::object o;
-        o["prompt_ids"] = boost::json::value_from(prompt_ids);
-        o["generated_ids"] = boost::json::value_from(r.generated_ids);
-        o["text"] = tokenizer->decode(all);
-        o["finish_reason"] = r.finish_reason;
-        std::printf("%s\n", boost::json::serialize(o).c_str());
-    } else {
-        std::printf("%s\n", detok.flush().c_str());
+    // Generates from prompt_ids, streaming the text (or printing one JSON line); returns the new text.
+    auto respond = [&](const std::vector<int32_t>& prompt_ids, bool echo_prompt) {
+        if (prompt_ids.empty()) throw UsageError("the prompt encodes to no tokens and the model adds no BOS");
+        if (prompt_ids.size() > size_t(cfg.context_len))
+            throw UsageError(fmt::format("the prompt is {} tokens, longer than the model's context of {} tokens",
+                                         prompt_ids.size(), cfg.context_len));
+        IncrementalDetokenizer detok(*tokenizer, prompt_ids);
+        if (!json && echo_prompt) {
+            std::fputs(tokenizer->decode(prompt_ids).c_str(), stdout);
+            std::fflush(stdout);
+        }
+        std::string reply;
+        const GenerateResult r = generate(runner, allocator, cfg.context_len, prompt_ids, gen, [&](int32_t id) {
+            const bool stop = std::find(gen.stop_ids.begin(), gen.stop_ids.end(), id) != gen.stop_ids.end();
+            if (stop) return;  // an end-of-turn token is not part of the reply
+            const std::string piece = detok.push(id);
+            reply += piece;
+            if (json) return;
+            std::fputs(piece.c_str(), stdout);
+            std::fflush(stdout);
+        });
+        const std::string tail = detok.flush();
+        reply += tail;
+        if (json) {
+            boost::json::object o;
+            o["prompt_ids"] = boost::json::value_from(prompt_ids);
+            o["generated_ids"] = boost::json::value_from(r.generated_ids);
+            if (echo_prompt) {
+                std::vector<int32_t> all = prompt_ids;
+                all.insert(all.end(), r.generated_ids.begin(), r.generated_ids.end());
+                o["text"] = tokenizer->decode(all);
+            } else {
+                o["text"] = reply;
+            }
+            o["finish_reason"] = r.finish_reason;
+            std::printf("%s\n", boost::json::serialize(o).c_str());
+        } else {
+            std::printf("%s\n", tail.c_str());
+        }
+        std::fflush(stdout);
+        const size_t n_gen = r.generated_ids.size();
+        std::fprintf(stderr, "%s | prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
+                     backend->name().c_str(), prompt_ids.size(),
+                     r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, n_gen,
+                     r.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / r.decode_seconds : 0.0, r.finish_reason.c_str());
+        return reply;
+    };
+
+    if (!chat) {
+        respond(tokenizer->encode(prompt, /*add_special=*/true), /*echo_prompt=*/true);
+        return 0;
     }
-    const size_t n_gen = r.generated_ids.size();
-    std::fprintf(stderr, "%s | prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
-                 backend->name().c_str(), prompt_ids.size(), r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, n_gen,
-                 r.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / r.decode_seconds : 0.0, r.finish_reason.c_str());
+
+    const ChatTemplate tmpl = chat_template_for_model(model->file(), *tokenizer, args["chat-template"].as<std::string>());
+    boost::json::array messages;
+    if (args.count("system")) messages.push_back({{"role", "system"}, {"content", args["system"].as<std::string>()}});
+    auto turn = [&](const std::string& user) {
+        messages.push_back({{"role", "user"}, {"content", user}});
+        const ChatPrompt p = encode_chat(tmpl, *tokenizer, messages);
+        const std::string reply = respond(p.ids, /*echo_prompt=*/false);
+        messages.push_back({{"role", "assistant"}, {"content", reply}});
+    };
+    if (!prompt.empty()) {
+        turn(prompt);
+        return 0;
+    }
+    // A conversation: each line of stdin is a user turn, the whole history re-rendered each time.
+    std::string line;
+    while (true) {
+        if (isatty(0)) std::fputs("> ", stderr);
+        if (!std::getline(std::cin, line)) break;
+        if (line.empty()) continue;
+        turn(line);
+    }
     return 0;
 }
 

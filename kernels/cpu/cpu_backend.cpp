@@ -158,6 +158,14 @@ public:
         for (int64_t i = 0; i < int64_t(rows) * dim; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     }
 
+    void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
+        for (int64_t i = 0; i < int64_t(rows) * dim; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+    }
+
+    void scale(float* x, int64_t n, float s) override {
+        for (int64_t i = 0; i < n; ++i) x[i] *= s;
+    }
+
     void gather_logit_rows(const float* x, int32_t dim, float* out) override {
         for (size_t i = 0; i < step_->logits_rows.size(); ++i)
             std::memcpy(out + i * dim, x + int64_t(step_->logits_rows[i]) * dim, dim * sizeof(float));
@@ -168,6 +176,11 @@ public:
     }
 
 private:
+    static float gelu_tanh(float x) {
+        constexpr float kSqrt2OverPi = 0.7978845608028654f;
+        return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    }
+
     // Rotates one head's first n_rot dimensions by position-dependent angles.
     static void rotate(float* x, float pos, const RopeParams& rope) {
         const int32_t half = rope.n_rot / 2;

@@ -74,10 +74,20 @@ const SynthPreset kSmallLlama3 = {"test-llama3", "llama", "test", 128, 2, 8, 2, 
                                   500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192};
 const SynthPreset kSmallQwen2 = {"test-qwen2", "qwen2", "test", 160, 2, 5, 1, 256, 320, 128, true, true,
                                  1000000.0f, 1e-6f};
+// A qwen3: q/k norms, NEOX rope, head size 32 wider than dim / heads.
+const SynthPreset kSmallQwen3 = {"test-qwen3", "qwen3", "test", 96, 2, 4, 2, 192, 320, 128, true, false,
+                                 1000000.0f, 1e-6f, 0.0f, 0.0f, 0.0f, 0, 32};
+// A gemma3 of 7 layers (layer 5 global, the others sliding over 4 tokens, so
+// the 9-token test sees windows bite), head size 48 over 2 query heads.
+const SynthPreset kSmallGemma3 = {"test-gemma3", "gemma3", "test", 64, 7, 2, 1, 128, 320, 128, true, false,
+                                  1000000.0f, 1e-6f, 0.0f, 0.0f, 0.0f, 0, 48, 4};
 
 // The logits of every position, computed here in double precision from the
 // f32 weights of `f`: RMSNorm, GQA attention with NORM or NEOX rope (with
-// rope_freqs divisors) and q/k/v biases, SwiGLU.
+// rope_freqs divisors) and q/k/v biases, SwiGLU; for gemma3 (as Hugging Face's
+// Gemma3 model computes it): embeddings * sqrt(dim), q/k RMSNorm per head, norms
+// after attention and FFN, GeGLU (tanh), and every layer but each sixth sliding
+// over `sliding_window` tokens with rope base 10,000.
 std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GGUFFile& f,
                                                   const std::vector<int32_t>& tokens) {
     using Vec = std::vector<double>;
@@ -108,12 +118,13 @@ std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GG
         return y;
     };
     const int H = p.head_dim(), T = static_cast<int>(tokens.size());
-    const bool neox = std::string(p.arch) == "qwen2";
+    const bool gemma = p.is_gemma3();
+    const bool neox = std::string(p.arch) != "llama";
     const std::vector<float> freqs = synth_rope_freqs(p);
-    auto rope = [&](Vec& v, int heads, int pos) {
+    auto rope = [&](Vec& v, int heads, int pos, double base) {
         for (int h = 0; h < heads; ++h)
             for (int i = 0; i < H / 2; ++i) {
-                double theta = pos * std::pow(double(p.rope_base), -2.0 * i / H);
+                double theta = pos * std::pow(base, -2.0 * i / H);
                 if (!freqs.empty()) theta /= freqs[i];
                 double& a = v[h * H + (neox ? i : 2 * i)];
                 double& b = v[h * H + (neox ? i + H / 2 : 2 * i + 1)];
@@ -126,8 +137,21 @@ std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GG
     const Vec embd = w("token_embd.weight");
     std::vector<Vec> x(T);
     for (int t = 0; t < T; ++t) x[t].assign(embd.begin() + tokens[t] * p.dim, embd.begin() + (tokens[t] + 1) * p.dim);
+    if (gemma)
+        for (Vec& row : x)
+            for (double& e : row) e *= std::sqrt(double(p.dim));
+    // Each head of v normalised by weight `name` (gemma3's q/k norms).
+    auto head_norm = [&](Vec& v, int heads, const std::string& name) {
+        for (int h = 0; h < heads; ++h) {
+            const Vec part(v.begin() + h * H, v.begin() + (h + 1) * H);
+            const Vec normed = norm(part, name);
+            std::copy(normed.begin(), normed.end(), v.begin() + h * H);
+        }
+    };
     for (int l = 0; l < p.n_layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        const bool sliding = gemma && p.sliding_window > 0 && (l + 1) % 6 != 0;
+        const double base = sliding ? 10000.0 : double(p.rope_base);
         std::vector<Vec> q(T), k(T), v(T);
         for (int t = 0; t < T; ++t) {
             const Vec h = norm(x[t], b + "attn_norm.weight");
@@ -139,30 +163,44 @@ std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GG
                 add(k[t], w(b + "attn_k.bias"));
                 add(v[t], w(b + "attn_v.bias"));
             }
-            rope(q[t], p.n_heads, t);
-            rope(k[t], p.n_kv_heads, t);
+            if (p.has_qk_norm()) {
+                head_norm(q[t], p.n_heads, b + "attn_q_norm.weight");
+                head_norm(k[t], p.n_kv_heads, b + "attn_k_norm.weight");
+            }
+            rope(q[t], p.n_heads, t, base);
+            rope(k[t], p.n_kv_heads, t, base);
         }
         for (int t = 0; t < T; ++t) {
             Vec att(size_t(p.n_heads) * H, 0.0);
             for (int h = 0; h < p.n_heads; ++h) {
                 const int g = h / (p.n_heads / p.n_kv_heads);
-                Vec s(t + 1);
+                const int first = sliding ? std::max(0, t - p.sliding_window + 1) : 0;
+                Vec s(t + 1, 0.0);
                 double mx = -1e300, total = 0;
-                for (int u = 0; u <= t; ++u) {
+                for (int u = first; u <= t; ++u) {
                     double d = 0;
                     for (int j = 0; j < H; ++j) d += q[t][h * H + j] * k[u][g * H + j];
                     mx = std::max(mx, s[u] = d / std::sqrt(double(H)));
                 }
-                for (double& e : s) total += (e = std::exp(e - mx));
-                for (int u = 0; u <= t; ++u)
+                for (int u = first; u <= t; ++u) total += (s[u] = std::exp(s[u] - mx));
+                for (int u = first; u <= t; ++u)
                     for (int j = 0; j < H; ++j) att[h * H + j] += s[u] / total * v[u][g * H + j];
             }
-            add(x[t], matvec(b + "attn_output.weight", att));
+            Vec o = matvec(b + "attn_output.weight", att);
+            if (gemma) o = norm(o, b + "post_attention_norm.weight");
+            add(x[t], o);
             const Vec h = norm(x[t], b + "ffn_norm.weight");
             Vec gate = matvec(b + "ffn_gate.weight", h);
             const Vec up = matvec(b + "ffn_up.weight", h);
-            for (size_t j = 0; j < gate.size(); ++j) gate[j] = gate[j] / (1 + std::exp(-gate[j])) * up[j];
-            add(x[t], matvec(b + "ffn_down.weight", gate));
+            for (size_t j = 0; j < gate.size(); ++j) {
+                const double g = gate[j];
+                const double act = gemma ? 0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)))
+                                         : g / (1 + std::exp(-g));
+                gate[j] = act * up[j];
+            }
+            Vec down = matvec(b + "ffn_down.weight", gate);
+            if (gemma) down = norm(down, b + "post_ffw_norm.weight");
+            add(x[t], down);
         }
     }
     std::vector<Vec> logits(T);
@@ -206,6 +244,9 @@ TEST_CASE("synth presets have the real models' shapes and parameter counts") {
     CHECK(parameters(synth_plan(preset("llama3-1b"), SynthDType::F32)) == 1235814400 + 262668288);
     CHECK(parameters(synth_plan(preset("llama3-8b"), SynthDType::F32)) == 8030261248);
     CHECK(parameters(synth_plan(preset("qwen2-0.5b"), SynthDType::F32)) == 494032768);
+    // The real gemma-3-270m GGUF holds 268,098,176 parameters in 236 tensors.
+    CHECK(parameters(synth_plan(preset("gemma3-270m"), SynthDType::F32)) == 268098176);
+    CHECK(synth_plan(preset("gemma3-270m"), SynthDType::F32).size() == 236);
 
     const auto l1 = synth_plan(preset("llama3-1b"), SynthDType::BF16);
     CHECK(l1.size() == 1 + 1 + 16 * 9 + 1 + 1);  // token_embd, rope_freqs, 16 blocks, output_norm, output
@@ -505,15 +546,16 @@ TEST_CASE("synth vocabulary: exact size, unique pieces, llama layout, and the to
     CHECK(tok->encode("The little dog ran home", false).size() == 5);
 }
 
-TEST_CASE("small synthetic llama3 and qwen2 models run and match a double-precision transformer") {
+TEST_CASE("small synthetic llama3, qwen2, qwen3 and gemma3 models run and match a double-precision transformer") {
     const std::vector<int32_t> tokens = {1, 300 - 7, 42, 259, 17, 2, 100, 100, 5};
-    for (const SynthPreset* p : {&kSmallLlama3, &kSmallQwen2}) {
+    for (const SynthPreset* p : {&kSmallLlama3, &kSmallQwen2, &kSmallQwen3, &kSmallGemma3}) {
         CAPTURE(p->name);
         GGUFFile f = GGUFFile::from_bytes(synth_image(*p, SynthDType::F32, {.seed = 9}), p->name);
         const auto ref = reference_logits(*p, f, tokens);
         auto backend = make_cpu_backend();
         const auto model = Model::load(std::move(f), *backend);
-        CHECK(model->config().rope_neox == (std::string(p->arch) == "qwen2"));
+        CHECK(model->config().rope_neox == (std::string(p->arch) != "llama"));
+        CHECK(model->config().sliding_window == p->sliding_window);
         CHECK(model->config().qkv_bias == p->qkv_bias);
         CHECK(model->config().has_rope_freqs == (p->rope_factor > 0));
         CHECK(model->config().tied_output == p->tied);
