@@ -47,30 +47,64 @@ std::vector<int32_t> token_ids(const json::value& v, const char* field) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const json::object& body, const Tokenizer& tokenizer) {
-    CompletionRequest r;
-    GenerationOptions& o = r.options;
-    SamplingParams& sp = o.sampling;
+namespace {
+
+std::vector<int32_t> encode_prompt(const json::value& v, const Tokenizer& tokenizer) {
+    std::vector<int32_t> ids = tokenizer.encode(std::string_view(v.get_string()), /*add_special=*/true);
+    if (ids.empty()) bad("the prompt is empty");
+    return ids;
+}
+
+std::vector<std::vector<int32_t>> parse_prompts(const json::object& body, const Tokenizer& tokenizer) {
     const json::value* prompt = body.if_contains("prompt");
     const json::value* prompt_ids = body.if_contains("prompt_token_ids");
     if (prompt && prompt_ids) bad("give 'prompt' or 'prompt_token_ids', not both");
+    std::vector<std::vector<int32_t>> prompts;
     if (prompt_ids) {
-        r.prompt_ids = token_ids(*prompt_ids, "prompt_token_ids");
+        prompts.push_back(token_ids(*prompt_ids, "prompt_token_ids"));
     } else if (prompt && prompt->is_string()) {
-        r.prompt_ids = tokenizer.encode(std::string_view(prompt->get_string()), /*add_special=*/true);
-    } else if (prompt && prompt->is_array() && !prompt->as_array().empty() &&
-               !prompt->as_array().front().is_string()) {
-        r.prompt_ids = token_ids(*prompt, "prompt");  // OpenAI allows a prompt of token ids
+        prompts.push_back(encode_prompt(*prompt, tokenizer));
+    } else if (prompt && prompt->is_array() && !prompt->as_array().empty()) {
+        const json::array& a = prompt->as_array();
+        if (a.front().is_string()) {  // a batch of texts
+            for (const json::value& p : a) {
+                if (!p.is_string()) bad("'prompt' must not mix texts and token ids");
+                prompts.push_back(encode_prompt(p, tokenizer));
+            }
+        } else if (a.front().is_array()) {  // a batch of token-id lists
+            for (const json::value& p : a) prompts.push_back(token_ids(p, "prompt"));
+        } else {
+            prompts.push_back(token_ids(*prompt, "prompt"));  // OpenAI allows a prompt of token ids
+        }
     } else {
-        bad("'prompt' must be a string or an array of token ids");
+        bad("'prompt' must be a string, a list of strings, or token ids");
     }
-    if (r.prompt_ids.empty()) bad("the prompt is empty");
+    if (prompts.size() > 1024) bad("'prompt' takes at most 1024 prompts");
+    for (const auto& p : prompts)
+        if (p.empty()) bad("the prompt is empty");
+    return prompts;
+}
 
+}  // namespace
+
+CompletionRequest parse_completion_request(const json::object& body, const Tokenizer& tokenizer) {
+    CompletionRequest r;
+    r.prompts = parse_prompts(body, tokenizer);
+    r.options = parse_generation_options(body, /*chat=*/false, {"prompt", "prompt_token_ids"}, &r.ignored_fields);
+    return r;
+}
+
+GenerationOptions parse_generation_options(const json::object& body, bool chat,
+                                           std::initializer_list<std::string_view> skip,
+                                           std::vector<std::string>* ignored) {
+    GenerationOptions o;
+    SamplingParams& sp = o.sampling;
+    int32_t top_logprobs = -1;  // chat's form
     for (const auto& [key, v] : body) {
         if (v.is_null()) continue;  // null means "the default", as OpenAI clients send it
         const std::string k(key);
-        if (k == "prompt" || k == "prompt_token_ids" || k == "id" || k == "model" || k == "stream" ||
-            k == "stream_options")
+        if (std::find(skip.begin(), skip.end(), std::string_view(k)) != skip.end() || k == "model" ||
+            k == "stream" || k == "stream_options")
             continue;
         if (k == "max_tokens" || k == "max_completion_tokens") {
             o.max_tokens = int32_in(v, key.data(), 1, std::numeric_limits<int32_t>::max());
@@ -109,9 +143,12 @@ CompletionRequest parse_completion_request(const json::object& body, const Token
         } else if (k == "stop_token_ids") {
             o.stop_token_ids = token_ids(v, "stop_token_ids");
         } else if (k == "logprobs") {
-            // Completions take an integer; `true` (chat's form) means the sampled token's alone.
+            // Completions take an integer; chat takes true/false (with top_logprobs).
+            if (chat && !v.is_bool()) bad("'logprobs' must be true or false");
             o.logprobs = v.is_bool() ? (v.get_bool() ? 0 : -1) : int32_in(v, "logprobs", 0, 20);
-        } else if (k == "echo") {
+        } else if (k == "top_logprobs" && chat) {
+            top_logprobs = int32_in(v, "top_logprobs", 0, 20);
+        } else if (k == "echo" && !chat) {
             if (!v.is_bool()) bad("'echo' must be true or false");
             o.echo = v.get_bool();
         } else if (k == "ignore_eos") {
@@ -134,12 +171,20 @@ CompletionRequest parse_completion_request(const json::object& body, const Token
                 sp.logit_bias.emplace_back(token, float(number(bias, "logit_bias")));
             }
         } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
-                   k == "best_of" || k == "guided_json" || k == "guided_regex" || k == "guided_grammar") {
+                   k == "best_of" || k == "guided_json" || k == "guided_regex" || k == "guided_grammar" ||
+                   k == "guided_choice" || k == "structured_outputs" || k == "parallel_tool_calls" ||
+                   k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
+                   k == "prediction") {
             bad(fmt::format("'{}' is not supported yet", k));
+        } else if (ignored) {
+            ignored->push_back(k);
         }
-        // Other fields are ignored (the server logs them).
     }
-    return r;
+    if (top_logprobs >= 0) {
+        if (o.logprobs < 0) bad("'top_logprobs' needs 'logprobs': true");
+        o.logprobs = top_logprobs;
+    }
+    return o;
 }
 
 void accumulate(std::vector<CompletionChoice>& choices, std::vector<TokenLogprob>& prompt_logprobs,

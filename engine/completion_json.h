@@ -14,16 +14,29 @@
 namespace minfer {
 
 struct CompletionRequest {
-    std::vector<int32_t> prompt_ids;
+    // One prompt, or several (OpenAI's batch form: a list of strings or of
+    // token-id lists); each is its own engine request, its choices numbered
+    // prompt_index * n + sample.
+    std::vector<std::vector<int32_t>> prompts;
     GenerationOptions options;
+    std::vector<std::string> ignored_fields;  // unknown fields, for the server's log
 };
 
-// A completion request's prompt (`prompt` text or `prompt_token_ids`) and its
-// parameters (max_tokens, temperature, top_p, top_k, min_p, seed, stop, n,
-// logprobs, echo, logit_bias, presence/frequency/repetition_penalty, plus
-// vLLM's ignore_eos, min_tokens, stop_token_ids, priority and OpenAI's user).
+// A completion request's prompt (`prompt`: text, a list of texts, token ids or
+// lists of them; or vLLM's `prompt_token_ids`) and its parameters (below).
 // Throws RequestError naming the field that is wrong.
 CompletionRequest parse_completion_request(const boost::json::object& body, const Tokenizer& tokenizer);
+
+// The generation parameters completions and chat share: max_tokens /
+// max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop, n,
+// logprobs (chat: true/false with top_logprobs), echo (completions),
+// logit_bias, presence/frequency/repetition_penalty, vLLM's ignore_eos,
+// min_tokens, stop_token_ids, priority, and OpenAI's user. Fields we know but
+// do not support (response_format, tools, ...) are a RequestError; unknown
+// ones are listed in *ignored. `skip` names the fields the caller reads itself.
+GenerationOptions parse_generation_options(const boost::json::object& body, bool chat,
+                                           std::initializer_list<std::string_view> skip,
+                                           std::vector<std::string>* ignored);
 
 // One sample's accumulated result.
 struct CompletionChoice {

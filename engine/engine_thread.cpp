@@ -10,7 +10,7 @@ EngineThread::~EngineThread() { stop(); }
 
 std::future<uint64_t> EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options,
                                            OnOutput on_output) {
-    Submission s{std::move(prompt), std::move(options), std::move(on_output), {}};
+    Submission s{std::move(prompt), std::move(options), std::move(on_output), {}, {}};
     std::future<uint64_t> accepted = s.accepted.get_future();
     {
         std::lock_guard lock(mutex_);
@@ -22,6 +22,21 @@ std::future<uint64_t> EngineThread::submit(std::vector<int32_t> prompt, Generati
     }
     wake_.notify_one();
     return accepted;
+}
+
+void EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output,
+                          OnAccepted on_accepted) {
+    Submission s{std::move(prompt), std::move(options), std::move(on_output), {}, std::move(on_accepted)};
+    {
+        std::lock_guard lock(mutex_);
+        if (!stopping_) {
+            submissions_.push_back(std::move(s));
+            wake_.notify_one();
+            return;
+        }
+    }
+    const std::string message = "the engine is shutting down";
+    s.on_accepted(0, &message);
 }
 
 void EngineThread::abort(uint64_t request_id) {
@@ -74,9 +89,12 @@ void EngineThread::loop() {
             try {
                 const uint64_t id = engine_.add_request(std::move(s.prompt), std::move(s.options));
                 callbacks_[id] = std::move(s.on_output);
-                s.accepted.set_value(id);
-            } catch (...) {
-                s.accepted.set_exception(std::current_exception());
+                if (s.on_accepted) s.on_accepted(id, nullptr);
+                else s.accepted.set_value(id);
+            } catch (const std::exception& e) {
+                const std::string message = e.what();
+                if (s.on_accepted) s.on_accepted(0, &message);
+                else s.accepted.set_exception(std::current_exception());
             }
         }
         for (uint64_t id : aborts) engine_.abort(id);

@@ -31,6 +31,11 @@ public:
     // it, or throws the RequestError that rejected it. on_output sees every
     // output of the request, the last one with finished = true.
     std::future<uint64_t> submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output);
+    // The same without blocking anyone: on_accepted(id, nullptr) once the
+    // engine has taken it, or on_accepted(0, &message) when it was refused;
+    // called on the engine thread, before any output.
+    using OnAccepted = std::function<void(uint64_t, const std::string*)>;
+    void submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output, OnAccepted on_accepted);
     void abort(uint64_t request_id);
 
     // A copy of the engine's statistics after its latest step.
@@ -45,6 +50,7 @@ private:
         GenerationOptions options;
         OnOutput on_output;
         std::promise<uint64_t> accepted;
+        OnAccepted on_accepted;  // when set, instead of the promise
     };
     void loop();
     void deliver(const std::vector<RequestOutput>& outputs);

@@ -224,8 +224,10 @@ std::vector<RequestOutput> LLMEngine::step() {
         plan.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
         plan.query_start.push_back(0);
         std::vector<std::pair<int32_t, LogitsUse>> prompt_rows;  // computed after the sample rows
+        const double step_start = now_seconds();
         for (const ScheduledSequence& sc : s.scheduled) {
             Sequence& seq = *sc.seq;
+            if (seq.request->first_scheduled_time < 0) seq.request->first_scheduled_time = step_start;
             const int32_t first = seq.num_computed, end = first + sc.num_tokens;
             for (int32_t p = first; p < end; ++p) {
                 plan.token_ids.push_back(seq.tokens[p]);
@@ -362,6 +364,10 @@ void LLMEngine::collect(Request& r, std::vector<RequestOutput>& outputs) {
         out.samples.push_back(std::move(so));
     }
     out.finished = all_finished;
+    if (!r.queue_time_sent && r.first_scheduled_time >= 0) {
+        out.queue_seconds = r.first_scheduled_time - r.arrival_time;
+        r.queue_time_sent = true;
+    }
     outputs.push_back(std::move(out));
     if (all_finished) requests_.erase(r.id);
 }

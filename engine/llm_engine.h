@@ -65,6 +65,7 @@ struct RequestOutput {
     std::vector<SampleOutput> samples;          // only the samples that moved
     std::vector<TokenLogprob> prompt_logprobs;  // new ones, of prompt tokens 1.. (echo)
     bool finished = false;                      // every sample finished; the request is gone
+    double queue_seconds = -1;                  // in its first output after it was first scheduled
 };
 
 struct EngineStats {

@@ -49,6 +49,8 @@ struct Request {
     GenerationOptions options;
     int64_t arrival = 0;       // arrival order: ties of every policy go to the earlier request
     double arrival_time = 0;   // seconds, steady clock
+    double first_scheduled_time = -1;  // when a step first took it (queue time = this - arrival_time)
+    bool queue_time_sent = false;
     std::vector<std::unique_ptr<Sequence>> seqs;  // sample 0 first; the others fork from it after the prompt
     std::vector<TokenLogprob> prompt_logprobs;    // of prompt tokens 1.. (echo with logprobs)
     size_t prompt_logprobs_sent = 0;

@@ -51,6 +51,7 @@ std::vector<Job> read_jobs(const std::string& path, const Tokenizer& tokenizer) 
         job.id = o.contains("id") ? o.at("id") : json::value(jobs.size());
         try {
             job.request = parse_completion_request(o, tokenizer);
+            if (job.request.prompts.size() != 1) throw RequestError("one prompt per line");
         } catch (const RequestError& e) {
             throw UsageError(where + e.what());
         }
@@ -62,7 +63,8 @@ std::vector<Job> read_jobs(const std::string& path, const Tokenizer& tokenizer) 
 
 json::object result_json(const Job& job, const Tokenizer& tokenizer) {
     const CompletionRequest& r = job.request;
-    const std::string prompt_text = r.options.echo ? tokenizer.decode(r.prompt_ids) : "";
+    const std::vector<int32_t>& prompt_ids = r.prompts.front();
+    const std::string prompt_text = r.options.echo ? tokenizer.decode(prompt_ids) : "";
     json::array choices;
     int64_t completion_tokens = 0;
     for (const CompletionChoice& c : job.choices) {
@@ -73,15 +75,15 @@ json::object result_json(const Job& job, const Tokenizer& tokenizer) {
         if (!c.stop_string.empty()) choice["stop_reason"] = c.stop_string;
         else if (c.stop_token >= 0) choice["stop_reason"] = c.stop_token;
         if (r.options.logprobs >= 0)
-            choice["logprobs"] = completion_logprobs_json(tokenizer, c, r.options.echo ? &r.prompt_ids : nullptr,
+            choice["logprobs"] = completion_logprobs_json(tokenizer, c, r.options.echo ? &prompt_ids : nullptr,
                                                           job.prompt_logprobs);
         completion_tokens += int64_t(c.token_ids.size());
         choices.push_back(std::move(choice));
     }
     return {{"id", job.id},
-            {"prompt_token_ids", json::value_from(r.prompt_ids)},
+            {"prompt_token_ids", json::value_from(prompt_ids)},
             {"choices", std::move(choices)},
-            {"usage", {{"prompt_tokens", r.prompt_ids.size()}, {"completion_tokens", completion_tokens}}}};
+            {"usage", {{"prompt_tokens", prompt_ids.size()}, {"completion_tokens", completion_tokens}}}};
 }
 
 void progress(size_t done, size_t total, int64_t tokens, double seconds) {
@@ -149,7 +151,7 @@ int cmd_generate(int argc, char** argv) {
     std::map<uint64_t, size_t> job_of;
     for (size_t i = 0; i < jobs.size(); ++i) {
         try {
-            job_of[engine->add_request(jobs[i].request.prompt_ids, jobs[i].request.options)] = i;
+            job_of[engine->add_request(jobs[i].request.prompts.front(), jobs[i].request.options)] = i;
         } catch (const RequestError& e) {
             throw UsageError(fmt::format("{}:{}: request {}: {}", args["input"].as<std::string>(), jobs[i].line,
                                          json::serialize(jobs[i].id), e.what()));

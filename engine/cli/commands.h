@@ -9,7 +9,11 @@ int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);  // minfer bench serve (cmd_bench_serve.cpp)
 int cmd_generate(int argc, char** argv);
+int cmd_chat_template(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 // Path of the bundled model, the default of every command that takes one.
 const char* default_model_path();

@@ -17,17 +17,20 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
+    {"serve", minfer::cli::cmd_serve, "the OpenAI-compatible HTTP server"},
     {"run", minfer::cli::cmd_run, "generate text from a prompt"},
     {"generate", minfer::cli::cmd_generate, "offline batch inference over a JSONL file of requests"},
+    {"perplexity", minfer::cli::cmd_perplexity, "score a model on a text file (llama-perplexity's method)"},
     {"inspect", minfer::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"tokenize", minfer::cli::cmd_tokenize, "turn text into token ids"},
     {"synth", minfer::cli::cmd_synth, "write a random-weight GGUF in the shape of a real model"},
-    {"bench", minfer::cli::cmd_bench, "benchmarks: latency (prefill and decode speed)"},
+    {"bench", minfer::cli::cmd_bench, "benchmarks: latency (prefill and decode speed), serve (load generator)"},
+    {"chat-template", minfer::cli::cmd_chat_template, "render a chat template (a model's or a file's) for a list of messages"},
 };
 
 void print_usage(FILE* out) {
     std::fprintf(out, "usage: minfer <command> [options]    (minfer <command> --help for its options)\n\ncommands:\n");
-    for (const auto& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+    for (const auto& s : kSubcommands) std::fprintf(out, "  %-14s %s\n", s.name, s.summary);
     std::fprintf(out, "\n  --version  print the version and the backends compiled in\n");
 }
 

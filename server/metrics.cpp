@@ -1,0 +1,85 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace minfer {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+    const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+    ++counts_[i];
+    sum_ += value;
+    ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += counts_[i];
+        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    }
+    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+}
+
+// vLLM's bucket boundaries for the same histograms.
+ServerMetrics::ServerMetrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+             80.0, 160.0, 640.0, 2560.0}),
+      itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+            960.0, 1920.0, 7680.0}),
+      queue_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+              960.0, 1920.0, 7680.0}) {}
+
+void ServerMetrics::observe(const RequestTiming& t) {
+    std::lock_guard lock(mutex_);
+    if (t.ttft_seconds >= 0) ttft_.observe(t.ttft_seconds);
+    for (double s : t.itl_seconds) itl_.observe(s);
+    if (t.queue_seconds >= 0) queue_.observe(t.queue_seconds);
+    e2e_.observe(t.e2e_seconds);
+    if (t.finish_reason == "stop") ++finished_stop_;
+    else if (t.finish_reason == "length") ++finished_length_;
+    else if (t.finish_reason == "abort") ++finished_abort_;
+    else ++finished_error_;
+}
+
+std::string ServerMetrics::render(const EngineStats& st, const std::string& model_name) const {
+    std::string out;
+    const std::string label = fmt::format("model_name=\"{}\"", model_name);
+    auto metric = [&](const char* name, const char* type, const char* help, double value) {
+        out += fmt::format("# HELP minfer:{} {}\n# TYPE minfer:{} {}\nminfer:{}{{{}}} {}\n", name, help, name, type,
+                           name, label, value);
+    };
+    metric("num_requests_running", "gauge", "Requests in the running batch.", double(st.num_running));
+    metric("num_requests_waiting", "gauge", "Requests waiting to be scheduled.", double(st.num_waiting));
+    metric("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (1 = full).", st.kv_cache_usage);
+    metric("num_kv_blocks", "gauge", "KV-cache blocks in the pool.", double(st.num_kv_blocks));
+    metric("prefix_cache_queries", "counter", "Prompt blocks looked up in the prefix cache.",
+           double(st.prefix_cache_queries));
+    metric("prefix_cache_hits", "counter", "Prompt blocks found in the prefix cache.", double(st.prefix_cache_hits));
+    metric("num_preemptions", "counter", "Sequences preempted (their KV blocks freed) to make room.",
+           double(st.num_preemptions));
+    metric("prompt_tokens_total", "counter", "Prompt tokens admitted.", double(st.prompt_tokens));
+    metric("generation_tokens_total", "counter", "Tokens generated.", double(st.generation_tokens));
+    metric("engine_steps_total", "counter", "Engine steps (forward passes).", double(st.steps));
+
+    std::lock_guard lock(mutex_);
+    out += "# HELP minfer:request_success_total Finished requests by finish reason.\n"
+           "# TYPE minfer:request_success_total counter\n";
+    const std::pair<const char*, int64_t> reasons[] = {
+        {"stop", finished_stop_}, {"length", finished_length_}, {"abort", finished_abort_}, {"error", finished_error_}};
+    for (const auto& [reason, n] : reasons)
+        out += fmt::format("minfer:request_success_total{{{},finished_reason=\"{}\"}} {}\n", label, reason, n);
+    ttft_.render(out, "minfer:time_to_first_token_seconds", "Time from arrival to the first token.");
+    itl_.render(out, "minfer:inter_token_latency_seconds", "Time between consecutive token outputs.");
+    e2e_.render(out, "minfer:e2e_request_latency_seconds", "Time from arrival to the last token.");
+    queue_.render(out, "minfer:request_queue_time_seconds", "Time from arrival to the first scheduled step.");
+    return out;
+}
+
+}  // namespace minfer

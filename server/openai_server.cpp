@@ -1,0 +1,458 @@
+#include "server/openai_server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "engine/chat_prompt.h"
+#include "engine/completion_json.h"
+#include "server/openai_json.h"
+
+namespace minfer {
+
+// Responses are always named before they are co_awaited (`HttpResponse reply = ...;
+// co_await res.send(std::move(reply));`): GCC 12 mishandles temporaries that
+// live across a suspension inside one full-expression.
+
+namespace json = boost::json;
+using asio::awaitable;
+using asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// What the engine thread hands to a request's coroutine on the I/O thread.
+struct EngineEvent {
+    enum class Kind { Accepted, Refused, Output } kind;
+    size_t prompt_index = 0;
+    uint64_t request_id = 0;
+    std::string error;
+    RequestOutput output;
+    Clock::time_point at;
+};
+
+// A request's events in arrival order. push() runs on the engine thread; the
+// wake-up is posted to the I/O thread, where pop() runs, so a pop that found
+// the queue empty is always waiting by the time the wake-up cancels its timer.
+class OutputQueue : public std::enable_shared_from_this<OutputQueue> {
+public:
+    explicit OutputQueue(asio::io_context& io) : io_(io), wake_(io) {}
+
+    void push(EngineEvent e) {
+        e.at = Clock::now();
+        {
+            std::lock_guard lock(mutex_);
+            events_.push_back(std::move(e));
+        }
+        asio::post(io_, [self = shared_from_this()] { self->wake_.cancel(); });
+    }
+
+    awaitable<EngineEvent> pop() {
+        while (true) {
+            {
+                std::lock_guard lock(mutex_);
+                if (!events_.empty()) {
+                    EngineEvent e = std::move(events_.front());
+                    events_.pop_front();
+                    co_return e;
+                }
+            }
+            wake_.expires_at(asio::steady_timer::time_point::max());
+            boost::system::error_code ec;
+            co_await wake_.async_wait(asio::redirect_error(use_awaitable, ec));
+        }
+    }
+
+private:
+    asio::io_context& io_;
+    asio::steady_timer wake_;
+    std::mutex mutex_;
+    std::deque<EngineEvent> events_;
+};
+
+// One engine request (one prompt of the HTTP request) as the server times it.
+struct Tracked {
+    uint64_t id = 0;
+    bool finished = false;
+    Clock::time_point last_token;
+    RequestTiming timing;
+};
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    return fmt::format("{}-{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view path_of(const HttpRequest& req) {
+    std::string_view t(req.target().data(), req.target().size());
+    return t.substr(0, t.find('?'));
+}
+
+// The body as a JSON object, or the 400 message.
+std::optional<json::object> parse_body(const HttpRequest& req, std::string& error) {
+    boost::system::error_code ec;
+    json::value v = json::parse(req.body(), ec);
+    if (ec) {
+        error = "the request body is not valid JSON: " + ec.message();
+        return std::nullopt;
+    }
+    if (!v.is_object()) {
+        error = "the request body must be a JSON object";
+        return std::nullopt;
+    }
+    return std::move(v.as_object());
+}
+
+// Chat content may be a string or a list of parts; only text parts are
+// supported, joined by newlines (as vLLM does).
+json::array normalize_messages(const json::value* messages) {
+    if (!messages || !messages->is_array() || messages->as_array().empty())
+        throw RequestError("'messages' must be a non-empty array of {role, content} objects");
+    json::array out;
+    for (const json::value& m : messages->as_array()) {
+        if (!m.is_object()) throw RequestError("each message must be an object with 'role' and 'content'");
+        json::object msg = m.as_object();
+        const json::value* role = msg.if_contains("role");
+        if (!role || !role->is_string()) throw RequestError("each message needs a string 'role'");
+        if (json::value* content = msg.if_contains("content"); content && content->is_array()) {
+            std::string text;
+            for (const json::value& part : content->as_array()) {
+                const json::object* p = part.if_object();
+                const json::value* type = p ? p->if_contains("type") : nullptr;
+                const json::value* t = p ? p->if_contains("text") : nullptr;
+                if (!type || !type->is_string() || type->get_string() != "text" || !t || !t->is_string())
+                    throw RequestError("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+                if (!text.empty()) text += "\n";
+                text += t->get_string();
+            }
+            *content = text;
+        } else if (content && !content->is_string() && !content->is_null()) {
+            throw RequestError("a message's 'content' must be a string or a list of text parts");
+        }
+        out.push_back(std::move(msg));
+    }
+    return out;
+}
+
+}  // namespace
+
+OpenAIServer::OpenAIServer(LLMEngine& engine, const ChatTemplate& chat_template, ServerConfig config)
+    : llm_(engine), tokenizer_(engine.tokenizer()), chat_template_(chat_template), config_(std::move(config)) {
+    created_ = unix_now();
+    engine_ = std::make_unique<EngineThread>(llm_);
+    http_ = std::make_unique<HttpServer>(
+        io_, config_.host, config_.port, config_.http,
+        [this](const HttpRequest& req, HttpResponder& res) { return handle(req, res); },
+        [](http::status status, const std::string& message, unsigned version) {
+            return error_response(status, message, version);
+        });
+}
+
+OpenAIServer::~OpenAIServer() {
+    if (engine_) engine_->stop();
+}
+
+void OpenAIServer::run() {
+    asio::signal_set signals(io_, SIGINT, SIGTERM);
+    signals.async_wait([this](const boost::system::error_code& ec, int signal) {
+        if (ec) return;
+        spdlog::info("signal {}: finishing {} request(s) in flight, then exiting", signal, http_->in_flight());
+        http_->drain([this] { io_.stop(); });
+    });
+    http_->start();
+    spdlog::info("serving {} on http://{}:{} (engine: {} KV blocks of {} tokens, max_model_len {})",
+                 config_.served_model_name, config_.host, port(), llm_.config().num_kv_blocks,
+                 llm_.config().block_size, llm_.max_model_len());
+    io_.run();
+    engine_->stop();
+}
+
+void OpenAIServer::stop() {
+    asio::post(io_, [this] { http_->drain([this] { io_.stop(); }); });
+}
+
+awaitable<void> OpenAIServer::handle(const HttpRequest& req, HttpResponder& res) {
+    const std::string_view path = path_of(req);
+    const unsigned v = req.version();
+    const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+    if (path.starts_with("/v1/") && !config_.api_key.empty()) {
+        const auto auth = req[http::field::authorization];
+        if (std::string_view(auth.data(), auth.size()) != "Bearer " + config_.api_key) {
+            { HttpResponse reply = error_response(http::status::unauthorized, "a valid API key is required (Authorization: Bearer ...)", v); co_await res.send(std::move(reply)); }
+            co_return;
+        }
+    }
+    auto wrong_method = [&] { return error_response(http::status::method_not_allowed, fmt::format("{} does not take {}", path, std::string(req.method_string())), v); };
+
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+        if (!post) { HttpResponse reply = wrong_method(); co_await res.send(std::move(reply)); co_return; }
+        co_await completions(req, res, path == "/v1/chat/completions");
+    } else if (path == "/v1/models") {
+        { HttpResponse reply = get ? models(v) : wrong_method(); co_await res.send(std::move(reply)); }
+    } else if (path == "/tokenize") {
+        { HttpResponse reply = post ? tokenize(req) : wrong_method(); co_await res.send(std::move(reply)); }
+    } else if (path == "/detokenize") {
+        { HttpResponse reply = post ? detokenize(req) : wrong_method(); co_await res.send(std::move(reply)); }
+    } else if (path == "/health") {
+        HttpResponse r{http::status::ok, v};
+        { HttpResponse reply = get ? std::move(r) : wrong_method(); co_await res.send(std::move(reply)); }
+    } else if (path == "/ready") {
+        if (!get) { HttpResponse reply = wrong_method(); co_await res.send(std::move(reply)); co_return; }
+        co_await ready(res);
+    } else if (path == "/metrics") {
+        HttpResponse r{http::status::ok, v};
+        r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        r.body() = metrics_.render(engine_->stats(), config_.served_model_name);
+        { HttpResponse reply = get ? std::move(r) : wrong_method(); co_await res.send(std::move(reply)); }
+    } else {
+        { HttpResponse reply = error_response(http::status::not_found, fmt::format("no route {}", path), v); co_await res.send(std::move(reply)); }
+    }
+}
+
+HttpResponse OpenAIServer::models(unsigned version) const {
+    json::object model{{"id", config_.served_model_name}, {"object", "model"},          {"created", created_},
+                       {"owned_by", "minfer"},             {"root", config_.served_model_name},
+                       {"max_model_len", llm_.max_model_len()}};
+    return json_response(json::object{{"object", "list"}, {"data", json::array{model}}}, version);
+}
+
+HttpResponse OpenAIServer::tokenize(const HttpRequest& req) {
+    const unsigned v = req.version();
+    std::string error;
+    const auto body = parse_body(req, error);
+    if (!body) return error_response(http::status::bad_request, error, v);
+    try {
+        std::vector<int32_t> ids;
+        if (const json::value* messages = body->if_contains("messages")) {
+            const json::value* agp = body->if_contains("add_generation_prompt");
+            const bool add = !agp || !agp->is_bool() || agp->get_bool();
+            ids = encode_rendered_chat(tokenizer_, chat_template_.render(normalize_messages(messages), add));
+        } else {
+            const json::value* prompt = body->if_contains("prompt");
+            if (!prompt || !prompt->is_string()) throw RequestError("'prompt' must be a string (or give 'messages')");
+            const json::value* special = body->if_contains("add_special_tokens");
+            if (special && !special->is_bool()) throw RequestError("'add_special_tokens' must be true or false");
+            ids = tokenizer_.encode(std::string_view(prompt->get_string()), !special || special->get_bool());
+        }
+        return json_response(json::object{{"tokens", json::value_from(ids)},
+                                          {"count", ids.size()},
+                                          {"max_model_len", llm_.max_model_len()}},
+                             v);
+    } catch (const std::exception& e) {  // RequestError, ChatTemplateError
+        return error_response(http::status::bad_request, e.what(), v);
+    }
+}
+
+HttpResponse OpenAIServer::detokenize(const HttpRequest& req) {
+    const unsigned v = req.version();
+    std::string error;
+    const auto body = parse_body(req, error);
+    if (!body) return error_response(http::status::bad_request, error, v);
+    const json::value* tokens = body->if_contains("tokens");
+    if (!tokens || !tokens->is_array()) return error_response(http::status::bad_request, "'tokens' must be an array of token ids", v);
+    std::vector<int32_t> ids;
+    for (const json::value& t : tokens->as_array()) {
+        if (!t.is_int64() || t.get_int64() < 0 || t.get_int64() >= tokenizer_.vocab_size())
+            return error_response(http::status::bad_request,
+                                  fmt::format("'tokens' must hold token ids in 0..{}", tokenizer_.vocab_size() - 1), v);
+        ids.push_back(int32_t(t.get_int64()));
+    }
+    return json_response(json::object{{"prompt", tokenizer_.decode(ids)}}, v);
+}
+
+awaitable<void> OpenAIServer::ready(HttpResponder& res) {
+    // Ready means the engine really runs: one greedy token of a one-token prompt.
+    auto queue = std::make_shared<OutputQueue>(io_);
+    GenerationOptions o;
+    o.max_tokens = 1;
+    o.sampling.temperature = 0;
+    o.ignore_eos = true;
+    const int32_t first = tokenizer_.bos_id() >= 0 ? tokenizer_.bos_id() : 0;
+    engine_->submit({first}, o, [queue](const RequestOutput& out) { queue->push({EngineEvent::Kind::Output, 0, out.request_id, {}, out, {}}); },
+                    [queue](uint64_t id, const std::string* error) {
+                        queue->push({error ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, 0, id, error ? *error : "", {}, {}});
+                    });
+    int32_t tokens = 0;
+    while (true) {
+        EngineEvent e = co_await queue->pop();
+        if (e.kind == EngineEvent::Kind::Refused) {
+            { HttpResponse reply = error_response(http::status::service_unavailable, "the engine refused a test request: " + e.error, res.version()); co_await res.send(std::move(reply)); }
+            co_return;
+        }
+        if (e.kind != EngineEvent::Kind::Output) continue;
+        for (const SampleOutput& s : e.output.samples) tokens += int32_t(s.token_ids.size());
+        if (e.output.finished) break;
+    }
+    if (tokens != 1) {
+        { HttpResponse reply = error_response(http::status::service_unavailable, "the engine did not generate its test token", res.version()); co_await res.send(std::move(reply)); }
+        co_return;
+    }
+    json::object ok;
+    ok["status"] = "ready";
+    ok["generated_tokens"] = tokens;
+    HttpResponse r = json_response(ok, res.version());
+    co_await res.send(std::move(r));
+}
+
+awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder& res, bool chat) {
+    const Clock::time_point arrival = Clock::now();
+    const unsigned v = req.version();
+    std::string error;
+    const auto body = parse_body(req, error);
+    if (!body) { HttpResponse reply = error_response(http::status::bad_request, error, v); co_await res.send(std::move(reply)); co_return; }
+    if (const json::value* model = body->if_contains("model"); model && !model->is_null()) {
+        if (!model->is_string()) { HttpResponse reply = error_response(http::status::bad_request, "'model' must be a string", v); co_await res.send(std::move(reply)); co_return; }
+        if (model->get_string() != config_.served_model_name)
+            { HttpResponse reply = error_response(
+                http::status::not_found, fmt::format("The model `{}` does not exist.", std::string(model->get_string())), v,
+                "NotFoundError"); co_await res.send(std::move(reply)); co_return; }
+    }
+
+    // ---- what to generate
+    CompletionRequest cr;
+    bool stream = false, include_usage = false;
+    try {
+        if (const json::value* s = body->if_contains("stream"); s && !s->is_null()) {
+            if (!s->is_bool()) throw RequestError("'stream' must be true or false");
+            stream = s->get_bool();
+        }
+        if (const json::value* so = body->if_contains("stream_options"); so && !so->is_null()) {
+            const json::value* iu = so->is_object() ? so->as_object().if_contains("include_usage") : nullptr;
+            if (!so->is_object() || (iu && !iu->is_bool())) throw RequestError("'stream_options' must be {\"include_usage\": true|false}");
+            if (!stream) throw RequestError("'stream_options' is only allowed with 'stream': true");
+            include_usage = iu && iu->get_bool();
+        }
+        if (chat) {
+            const json::value* agp = body->if_contains("add_generation_prompt");
+            if (agp && !agp->is_bool()) throw RequestError("'add_generation_prompt' must be true or false");
+            const std::string text = chat_template_.render(normalize_messages(body->if_contains("messages")), !agp || agp->get_bool());
+            cr.prompts.push_back(encode_rendered_chat(tokenizer_, text));
+            cr.options = parse_generation_options(*body, /*chat=*/true, {"messages", "add_generation_prompt"}, &cr.ignored_fields);
+            if (!body->contains("max_tokens") && !body->contains("max_completion_tokens")) cr.options.max_tokens = -1;
+        } else {
+            cr = parse_completion_request(*body, tokenizer_);
+        }
+    } catch (const std::exception& e) {  // RequestError, ChatTemplateError
+        error = e.what();
+    }
+    if (!error.empty()) { HttpResponse reply = error_response(http::status::bad_request, error, v); co_await res.send(std::move(reply)); co_return; }
+    if (!cr.ignored_fields.empty())
+        spdlog::warn("{}: ignoring unknown field(s) {}", path_of(req), fmt::join(cr.ignored_fields, ", "));
+
+    // ---- admission: a full waiting queue is a 503 the client can retry
+    const EngineStats stats = engine_->stats();
+    if (stats.num_waiting + size_t(pending_) + cr.prompts.size() > config_.max_waiting) {
+        HttpResponse r = error_response(http::status::service_unavailable,
+                                        fmt::format("the server has {} requests waiting (--max-waiting {}); retry later",
+                                                    stats.num_waiting + size_t(pending_), config_.max_waiting), v);
+        r.set(http::field::retry_after, "1");
+        co_await res.send(std::move(r));
+        co_return;
+    }
+
+    auto queue = std::make_shared<OutputQueue>(io_);
+    const size_t n_prompts = cr.prompts.size();
+    pending_ += int64_t(n_prompts);
+    for (size_t i = 0; i < n_prompts; ++i)
+        engine_->submit(
+            cr.prompts[i], cr.options,
+            [queue, i](const RequestOutput& out) { queue->push({EngineEvent::Kind::Output, i, out.request_id, {}, out, {}}); },
+            [queue, i](uint64_t id, const std::string* err) {
+                queue->push({err ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, i, id, err ? *err : "", {}, {}});
+            });
+
+    std::vector<Tracked> tracked(n_prompts);
+    std::vector<EngineEvent> early;  // outputs that overtook another prompt's acceptance
+    std::string refused;
+    for (size_t answered = 0; answered < n_prompts;) {
+        EngineEvent e = co_await queue->pop();
+        if (e.kind == EngineEvent::Kind::Output) {
+            early.push_back(std::move(e));
+            continue;
+        }
+        ++answered;
+        --pending_;
+        if (e.kind == EngineEvent::Kind::Refused && refused.empty()) refused = e.error;
+        if (e.kind == EngineEvent::Kind::Accepted) tracked[e.prompt_index].id = e.request_id;
+    }
+    if (!refused.empty()) {
+        for (const Tracked& t : tracked)
+            if (t.id) engine_->abort(t.id);
+        { HttpResponse reply = error_response(http::status::bad_request, refused, v); co_await res.send(std::move(reply)); co_return; }
+    }
+
+    // ---- outputs
+    ResponseBuilder builder(tokenizer_, chat, chat ? random_id("chatcmpl") : random_id("cmpl"), unix_now(),
+                            config_.served_model_name, cr.options, cr.prompts);
+    bool client_gone = false;
+    if (stream) {
+        const bool started = co_await res.begin_stream(http::status::ok, "text/event-stream");
+        client_gone = !started;
+    }
+    size_t unfinished = n_prompts;
+    size_t next_early = 0;
+    while (unfinished > 0) {
+        EngineEvent e;
+        if (next_early < early.size()) e = std::move(early[next_early++]);
+        else e = co_await queue->pop();
+        if (e.kind != EngineEvent::Kind::Output) continue;
+        Tracked& t = tracked[e.prompt_index];
+        if (e.output.queue_seconds >= 0) t.timing.queue_seconds = e.output.queue_seconds;
+        bool tokens = false;
+        for (const SampleOutput& s : e.output.samples) tokens |= !s.token_ids.empty();
+        if (tokens) {
+            if (t.timing.ttft_seconds < 0) t.timing.ttft_seconds = std::chrono::duration<double>(e.at - arrival).count();
+            else t.timing.itl_seconds.push_back(std::chrono::duration<double>(e.at - t.last_token).count());
+            t.last_token = e.at;
+        }
+        if (stream && !client_gone) {
+            const std::vector<std::string> chunks = builder.stream_chunks(e.prompt_index, e.output);
+            for (const std::string& chunk : chunks) {
+                const bool sent = co_await res.send_chunk(chunk);
+                if (!sent) {
+                    client_gone = true;
+                    break;
+                }
+            }
+            if (client_gone) {  // the client went away: free its sequences now
+                spdlog::info("client gone: aborting {} request(s)", unfinished);
+                for (const Tracked& other : tracked)
+                    if (!other.finished) engine_->abort(other.id);
+            }
+        } else if (!stream) {
+            builder.accumulate(e.prompt_index, e.output);
+        }
+        if (e.output.finished && !t.finished) {
+            t.finished = true;
+            --unfinished;
+            t.timing.e2e_seconds = std::chrono::duration<double>(e.at - arrival).count();
+            t.timing.finish_reason = builder.finish_reason(e.prompt_index);
+            metrics_.observe(t.timing);
+        }
+    }
+    if (stream) {
+        if (client_gone) co_return;
+        if (include_usage) {
+            const std::string usage = builder.usage_chunk();
+            const bool sent = co_await res.send_chunk(usage);
+            if (!sent) co_return;
+        }
+        const std::string done = "data: [DONE]\n\n";
+        const bool sent = co_await res.send_chunk(done);
+        if (sent) co_await res.end_stream();
+    } else {
+        { HttpResponse reply = json_response(builder.response(), v); co_await res.send(std::move(reply)); }
+    }
+}
+
+}  // namespace minfer

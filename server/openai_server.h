@@ -1,0 +1,67 @@
+// `minfer serve`: the OpenAI-compatible API over an EngineThread.
+//
+//   POST /v1/completions, /v1/chat/completions   (stream: SSE `data:` chunks, then `data: [DONE]`)
+//   GET  /v1/models
+//   POST /tokenize, /detokenize                  (vLLM's shapes)
+//   GET  /health (the process answers), /ready (the engine generates a token), /metrics (Prometheus)
+//
+// A request's life: the I/O thread parses and validates it, submits one engine
+// request per prompt, and then awaits the outputs the engine thread pushes
+// into the request's OutputQueue; a streaming client that goes away aborts its
+// engine requests, so their KV blocks are freed.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/chat/chat_template.h"
+#include "engine/engine_thread.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace minfer {
+
+struct ServerConfig {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;
+    std::string served_model_name;    // what `model` must say; the file's stem by default
+    std::string api_key;              // non-empty: /v1 routes need "Authorization: Bearer KEY"
+    size_t max_waiting = 1024;        // more waiting requests than this: 503 with Retry-After
+    HttpLimits http;
+};
+
+class OpenAIServer {
+public:
+    OpenAIServer(LLMEngine& engine, const ChatTemplate& chat_template, ServerConfig config);
+    ~OpenAIServer();
+
+    uint16_t port() const { return http_->port(); }
+    // Serves until SIGINT or SIGTERM (or stop()), then lets the requests in
+    // flight finish and returns.
+    void run();
+    void stop();  // from any thread: the same as a signal
+
+private:
+    asio::awaitable<void> handle(const HttpRequest& req, HttpResponder& res);
+    asio::awaitable<void> completions(const HttpRequest& req, HttpResponder& res, bool chat);
+    asio::awaitable<void> ready(HttpResponder& res);
+    HttpResponse tokenize(const HttpRequest& req);
+    HttpResponse detokenize(const HttpRequest& req);
+    HttpResponse models(unsigned version) const;
+
+    LLMEngine& llm_;
+    const Tokenizer& tokenizer_;
+    const ChatTemplate& chat_template_;
+    ServerConfig config_;
+    asio::io_context io_;
+    std::unique_ptr<EngineThread> engine_;
+    std::unique_ptr<HttpServer> http_;
+    ServerMetrics metrics_;
+    int64_t created_ = 0;       // unix time of start, for /v1/models
+    uint64_t next_id_ = 1;      // response ids (cmpl-N, chatcmpl-N)
+    int64_t pending_ = 0;       // requests submitted but not yet accepted or refused
+};
+
+}  // namespace minfer

@@ -1,0 +1,101 @@
+"""Starts a real `minfer serve` on a free port for a test, and talks HTTP to it
+with the standard library (the openai client is used where the test is
+about compatibility)."""
+import http.client
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def minfer_bin():
+    return os.environ.get("MINFER_BIN", str(ROOT / "build" / "minfer"))
+
+
+class Server:
+    def __init__(self, *args, model=None, env=None):
+        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", "cpu",
+               *map(str, args)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+        if not m:
+            err = self.proc.stderr.read()
+            self.proc.kill()
+            raise RuntimeError(f"minfer serve did not start: {line!r} {err}")
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.base_url = f"http://{self.host}:{self.port}"
+        # Drain stderr so the server never blocks on a full pipe; keep it for failures.
+        self.log = []
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, headers dict, body bytes)"""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        out = r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        conn.close()
+        return out
+
+    def json(self, method, path, body=None, **kw):
+        status, headers, data = self.request(method, path, body, **kw)
+        return status, json.loads(data) if data else None
+
+    def stream(self, path, body, timeout=60):
+        """The SSE events' payloads (parsed JSON, or the string '[DONE]')."""
+        status, _, data = self.request("POST", path, body, timeout=timeout)
+        assert status == 200, data
+        events = []
+        for block in data.decode().split("\n\n"):
+            if not block.strip():
+                continue
+            assert block.startswith("data: "), block
+            payload = block[len("data: "):]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+        return events
+
+    def metrics(self):
+        _, _, data = self.request("GET", "/metrics")
+        values = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name.split("{")[0] if "_bucket" not in name else name] = float(value)
+        return values
+
+    def wait_idle(self, timeout=30):
+        """Until nothing runs or waits and no KV block is held."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = self.metrics()
+            if (m["minfer:num_requests_running"] == 0 and m["minfer:num_requests_waiting"] == 0
+                    and m["minfer:kv_cache_usage_perc"] == 0):
+                return m
+            time.sleep(0.1)
+        raise AssertionError(f"the server did not go idle: {self.metrics()}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
