@@ -12,6 +12,8 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The server's backend: cpu in CI; scripts/gpu.sh runs these tests with cuda.
+DEVICE = os.environ.get("MINFER_TEST_DEVICE", "cpu")
 
 
 def minfer_bin():
@@ -20,7 +22,7 @@ def minfer_bin():
 
 class Server:
     def __init__(self, *args, model=None, env=None):
-        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", "cpu",
+        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
                *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
