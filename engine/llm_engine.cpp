@@ -19,7 +19,12 @@ double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// log_softmax of one row of raw logits: the token's logprob and the top k.
+int32_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
+    return static_cast<int32_t>((tokens + block_size - 1) / block_size);
+}
+
+}  // namespace
+
 TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32_t k) {
     float max_logit = -INFINITY;
     for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
@@ -38,12 +43,6 @@ TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32
     }
     return lp;
 }
-
-int32_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
-    return static_cast<int32_t>((tokens + block_size - 1) / block_size);
-}
-
-}  // namespace
 
 // What one row of the step's logits is for.
 struct LLMEngine::LogitsUse {

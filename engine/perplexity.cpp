@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/sequence.h"
 #include "kvcache/block_allocator.h"
 
 namespace minfer {
@@ -25,19 +26,6 @@ int32_t perplexity_chunks(size_t num_tokens, const PerplexityOptions& o) {
     if (o.max_chunks > 0) n = std::min(n, o.max_chunks);
     return n;
 }
-
-namespace {
-
-// log-softmax of one row at `target`, in double for a stable sum.
-double token_nll(const float* logits, int32_t vocab, int32_t target) {
-    float max_logit = logits[0];
-    for (int32_t v = 1; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
-    double sum = 0;
-    for (int32_t v = 0; v < vocab; ++v) sum += std::exp(double(logits[v]) - max_logit);
-    return std::log(sum) - (double(logits[target]) - max_logit);
-}
-
-}  // namespace
 
 PerplexityResult perplexity(ModelRunner& runner, const std::vector<int32_t>& tokens, const PerplexityOptions& o,
                             const std::function<void(int32_t, const PerplexityResult&)>& on_chunk) {
@@ -79,7 +67,7 @@ PerplexityResult perplexity(ModelRunner& runner, const std::vector<int32_t>& tok
                 const std::vector<float> logits = runner.logits();
                 for (size_t i = 0; i < plan.logits_rows.size(); ++i) {
                     const int32_t pos = start + plan.logits_rows[i];
-                    const double nll = token_nll(logits.data() + i * size_t(vocab), vocab, chunk[pos + 1]);
+                    const double nll = -logprob_of(logits.data() + i * size_t(vocab), vocab, chunk[pos + 1], 0).logprob;
                     chunk_nll += nll;
                     result.nll_sq_sum += nll * nll;
                     ++result.scored_tokens;

@@ -38,6 +38,9 @@ struct TokenLogprob {
     std::vector<std::pair<int32_t, float>> top;  // best first
 };
 
+// log_softmax of one row of raw logits (in double): the token's logprob and the top k (llm_engine.cpp).
+TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32_t k);
+
 enum class SequenceStatus { Waiting, Running, Finished };
 
 struct Sequence;

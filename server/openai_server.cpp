@@ -76,6 +76,20 @@ private:
     std::deque<EngineEvent> events_;
 };
 
+// Submits prompt `index` of a request: its acceptance (or refusal) and outputs arrive in `queue`.
+void submit(EngineThread& engine, const std::shared_ptr<OutputQueue>& queue, size_t index, std::vector<int32_t> prompt,
+            GenerationOptions options) {
+    engine.submit(
+        std::move(prompt), std::move(options),
+        [queue, index](const RequestOutput& out) {
+            queue->push({EngineEvent::Kind::Output, index, out.request_id, {}, out, {}});
+        },
+        [queue, index](uint64_t id, const std::string* error) {
+            queue->push({error ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, index, id,
+                         error ? *error : "", {}, {}});
+        });
+}
+
 // One engine request (one prompt of the HTTP request) as the server times it.
 struct Tracked {
     uint64_t id = 0;
@@ -278,10 +292,7 @@ awaitable<void> OpenAIServer::ready(HttpResponder& res) {
     o.sampling.temperature = 0;
     o.ignore_eos = true;
     const int32_t first = tokenizer_.bos_id() >= 0 ? tokenizer_.bos_id() : 0;
-    engine_->submit({first}, o, [queue](const RequestOutput& out) { queue->push({EngineEvent::Kind::Output, 0, out.request_id, {}, out, {}}); },
-                    [queue](uint64_t id, const std::string* error) {
-                        queue->push({error ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, 0, id, error ? *error : "", {}, {}});
-                    });
+    submit(*engine_, queue, 0, {first}, o);
     int32_t tokens = 0;
     while (true) {
         EngineEvent e = co_await queue->pop();
@@ -364,12 +375,7 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     const size_t n_prompts = cr.prompts.size();
     pending_ += int64_t(n_prompts);
     for (size_t i = 0; i < n_prompts; ++i)
-        engine_->submit(
-            cr.prompts[i], cr.options,
-            [queue, i](const RequestOutput& out) { queue->push({EngineEvent::Kind::Output, i, out.request_id, {}, out, {}}); },
-            [queue, i](uint64_t id, const std::string* err) {
-                queue->push({err ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, i, id, err ? *err : "", {}, {}});
-            });
+        submit(*engine_, queue, i, cr.prompts[i], cr.options);
 
     std::vector<Tracked> tracked(n_prompts);
     std::vector<EngineEvent> early;  // outputs that overtook another prompt's acceptance

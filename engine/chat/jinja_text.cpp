@@ -1,5 +1,7 @@
 #include "engine/chat/jinja_text.h"
 
+#include "engine/unicode_text.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -44,23 +46,8 @@ std::u32string decode(std::string_view s) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
-    if (cp >= kRawByte) {
-        out.push_back(static_cast<char>(cp - kRawByte));
-    } else if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    if (cp >= kRawByte) out.push_back(static_cast<char>(cp - kRawByte));  // a byte that was not UTF-8, as it came
+    else unicode::append_utf8(out, cp);
 }
 
 std::string encode(std::u32string_view cps) {

@@ -118,4 +118,12 @@ const char* default_model_path() {
     return path.c_str();
 }
 
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config) {
+    try {
+        return std::make_unique<LLMEngine>(model, tokenizer, config);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
 }  // namespace minfer::cli

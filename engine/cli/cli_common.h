@@ -31,6 +31,8 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
 // --no-prefix-caching, --scheduling-policy, plus --device and --threads.
 void add_engine_options(cxxopts::Options& opts);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
+// The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
 
 // The backend --device names (and --threads, for commands that have it); a bad value is a UsageError.
 std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);

@@ -129,12 +129,7 @@ int cmd_generate(int argc, char** argv) {
     auto tokenizer = Tokenizer::from_gguf(model->file());
     std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer);
 
-    std::unique_ptr<LLMEngine> engine;
-    try {
-        engine = std::make_unique<LLMEngine>(*model, *tokenizer, config);
-    } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-    }
+    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
     std::ofstream trace;
     if (args.count("trace")) {
         trace.open(args["trace"].as<std::string>());
