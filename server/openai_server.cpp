@@ -435,7 +435,7 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
                 for (const Tracked& other : tracked)
                     if (!other.finished) engine_->abort(other.id);
             }
-        } else if (!stream) {
+        } else {  // not streaming, or nobody listens: keep the choices (finish reasons) up to date
             builder.accumulate(e.prompt_index, e.output);
         }
         if (e.output.finished && !t.finished) {
