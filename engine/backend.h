@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,6 +37,17 @@ struct PackedWeight {
     GGMLType type;
     int64_t rows = 0;
     int64_t cols = 0;
+    // Bytes the backend keeps for this matrix when it converted it at load
+    // (--quantization fp8: one byte a weight); 0 when it is stored as in the file.
+    uint64_t converted_bytes = 0;
+};
+
+// --quantization: how the CUDA backend stores the transformer layers' dense
+// (F32/F16/BF16) weight matrices. FP8: E4M3 with one float scale per tensor,
+// as vLLM's --quantization fp8 does; the embedding table and the LM head stay.
+enum class WeightQuantization { None, FP8 };
+struct BackendOptions {
+    WeightQuantization quantization = WeightQuantization::None;
 };
 
 // The paged KV pool: for each layer, K and V blocks of shape
@@ -86,6 +98,8 @@ public:
     virtual void synchronize() {}
     // Bytes the KV pool may take at most: free host RAM, or free device memory.
     virtual size_t available_memory() const = 0;
+    // All the memory of the device (host RAM for the CPU): --gpu-memory-utilization is a fraction of it.
+    virtual size_t total_memory() const = 0;
 
     // Weights: matrices are packed the backend's way; vectors (norm weights,
     // biases, rope factors) are uploaded as float32.
@@ -109,7 +123,8 @@ public:
     virtual void add_rms_norm(float* residual, const float* delta, const float* weight, float eps,
                               int32_t rows, int32_t dim, float* out) = 0;
     // Rotates q [n, n_heads, hd] in place and k [n, n_kv_heads, hd], and writes
-    // k and v into the layer's KV blocks at the step's slots.
+    // k and v into the layer's KV blocks at the step's slots (a slot of -1, a
+    // padding row of a recorded step, writes nothing).
     virtual void rope_kv_write(float* q, const float* k, const float* v, const AttentionParams& attn,
                                const RopeParams& rope, KVCache& cache, int32_t layer) = 0;
     // out[n, n_heads*hd]: causal attention of each row over its sequence's
@@ -128,17 +143,51 @@ public:
     virtual void gather_logit_rows(const float* x, int32_t dim, float* out) = 0;
     // Samples one token per row of logits [rows.size(), vocab]; the logits may be modified.
     virtual void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) = 0;
+
+    // ---- recorded steps (CUDA graphs) ------------------------------------------
+
+    // True when run_recorded replays recordings; the runner then pads decode
+    // steps to a few fixed shapes so that a handful of recordings serve them all.
+    virtual bool can_record() const { return false; }
+    // Runs ops, the launches of one step. A backend that records does the
+    // first call for a key eagerly (it sizes workspaces and picks algorithms),
+    // records the second and replays the recording from then on. The same key
+    // must always mean the same ops with the same arguments, the step's own
+    // data coming only through set_step's arrays (whose layout depends only on
+    // the plan's shape).
+    virtual void run_recorded(uint64_t key, const std::function<void()>& ops) {
+        (void)key;
+        ops();
+    }
+
+    // What crossed between host and device, and how long the device waited
+    // between steps: a step runs from set_step to the end of sample.
+    struct StepTraffic {
+        int64_t steps = 0;
+        int64_t host_to_device_bytes = 0;
+        int64_t device_to_host_bytes = 0;
+        int32_t recordings = 0;             // recorded steps (graphs) captured so far
+        std::vector<double> idle_gaps_us;   // device idle time from one step's end to the next one's start
+    };
+    virtual StepTraffic traffic() const { return {}; }
+    virtual void reset_traffic() {}
 };
 
-// MemAvailable of /proc/meminfo (0 if unknown).
+// MemAvailable and MemTotal of /proc/meminfo (0 if unknown).
 size_t host_available_memory();
+size_t host_total_memory();
 
-// threads <= 0: one per core.
-std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+// threads <= 0: one per core. pads_decode_steps: claim to record steps, so
+// that the runner pads decode steps as it does for CUDA graphs (run_recorded
+// still just runs the ops): tests check that path on the CPU.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool pads_decode_steps = false);
 
 // "cpu", "cuda" (throws if this build has no CUDA or there is no GPU), or
 // "auto": cuda when the build has it and a GPU answers, else cpu.
 // cpu_threads: the CPU backend's pool size (<= 0: one per core).
-std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads = 0);
+// options.quantization FP8 needs the CUDA backend: with "cpu" (or "auto"
+// finding no GPU) it throws std::invalid_argument.
+std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads = 0,
+                                      const BackendOptions& options = {});
 
 }  // namespace minfer

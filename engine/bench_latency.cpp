@@ -21,10 +21,18 @@ double median(std::vector<double> v) {
 
 // Bytes of weights one decode step reads: every matrix and vector, except that
 // the embedding table is only gathered from (unless it is also the LM head).
+// Matrices the backend converted at load (--quantization fp8) count as stored.
 double weight_bytes_per_step(const Model& model) {
     double bytes = 0;
     for (const auto& t : model.file().tensors())
         if (t.name != "token_embd.weight" || model.config().tied_output) bytes += double(t.nbytes);
+    auto converted = [&](const std::unique_ptr<PackedWeight>& w) {
+        if (!w || w->converted_bytes == 0) return;
+        if (const GGUFTensorInfo* t = model.file().find_tensor(w->name))
+            bytes += double(w->converted_bytes) - double(t->nbytes);
+    };
+    for (const LayerWeights& l : model.weights().layers)
+        for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) converted(*w);
     return bytes;
 }
 
@@ -39,6 +47,11 @@ double prefill_flops(const ModelConfig& c, int32_t batch, int32_t len) {
 
 }  // namespace
 
+HardwareLimits hardware_limits(const std::string& backend_name) {
+    if (backend_name == "cuda") return {4.19e12, 749e12};  // H200: README's measured figures
+    return {};
+}
+
 LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
     const ModelConfig& c = model.config();
     if (o.batch <= 0 || o.input_len <= 0 || o.output_len < 0 || o.repetitions <= 0 || o.warmup < 0)
@@ -49,7 +62,10 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
                                     ") exceeds the model's context of " + std::to_string(c.context_len));
     const int32_t blocks_per_seq = (total_len + o.block_size - 1) / o.block_size;
     const int32_t num_blocks = o.batch * blocks_per_seq;
-    ModelRunner runner(model, {o.batch * o.input_len, o.batch, num_blocks, o.block_size});
+    ModelRunner runner(model, {o.batch * o.input_len, o.batch, num_blocks, o.block_size, o.batch, o.enforce_eager});
+    Backend& backend = model.backend();
+    std::vector<double> gaps;
+    Backend::StepTraffic decode_traffic;
     BlockAllocator allocator(num_blocks);
 
     std::mt19937_64 rng(o.seed);
@@ -95,18 +111,30 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
         const auto t0 = clock::now();
         runner.forward(plan_rows(0, o.input_len));
         sample_next(o.input_len);
+        backend.reset_traffic();
         const auto t1 = clock::now();
         for (int32_t step = 0; step + 1 < o.output_len; ++step) {
             runner.forward(plan_rows(o.input_len + step, 1));
             sample_next(o.input_len + step + 1);
         }
-        model.backend().synchronize();
+        backend.synchronize();
         const auto t2 = clock::now();
         if (run >= o.warmup) {
             r.prefill_runs.push_back(std::chrono::duration<double>(t1 - t0).count());
             r.decode_runs.push_back(std::chrono::duration<double>(t2 - t1).count());
+            const Backend::StepTraffic t = backend.traffic();
+            decode_traffic.steps += t.steps;
+            decode_traffic.host_to_device_bytes += t.host_to_device_bytes;
+            decode_traffic.device_to_host_bytes += t.device_to_host_bytes;
+            gaps.insert(gaps.end(), t.idle_gaps_us.begin(), t.idle_gaps_us.end());
         }
     }
+    if (decode_traffic.steps > 0) {
+        r.decode_d2h_bytes_per_step = double(decode_traffic.device_to_host_bytes) / decode_traffic.steps;
+        r.decode_h2d_bytes_per_step = double(decode_traffic.host_to_device_bytes) / decode_traffic.steps;
+    }
+    if (!gaps.empty()) r.decode_idle_gap_us = median(gaps);
+    r.recordings = backend.traffic().recordings;
     r.prefill_seconds = median(r.prefill_runs);
     r.decode_seconds = median(r.decode_runs);
     r.prefill_tok_s = double(o.batch) * o.input_len / r.prefill_seconds;

@@ -18,7 +18,16 @@ struct LatencyOptions {
     int32_t warmup = 1;        // unmeasured runs first
     int32_t block_size = 16;
     uint64_t seed = 0;
+    bool enforce_eager = false;  // no CUDA graphs
 };
+
+// What the hardware can do at most, for roofline fractions: the H200 we
+// measured (device-to-device copy, dense bf16 GEMM at 8192^3).
+struct HardwareLimits {
+    double bytes_per_s = 0;
+    double flop_per_s = 0;
+};
+HardwareLimits hardware_limits(const std::string& backend_name);  // zeros when unknown (the CPU)
 
 struct LatencyResult {
     double prefill_seconds = 0;      // median time to prefill batch * input_len tokens
@@ -30,6 +39,11 @@ struct LatencyResult {
     double decode_gb_s = 0;          // achieved memory bandwidth while decoding
     double prefill_flops = 0;        // floating-point operations of one prefill
     double prefill_tflop_s = 0;
+    // Decode steps on the device timeline (zeros on the CPU).
+    double decode_d2h_bytes_per_step = 0;  // device-to-host bytes (the sampled ids)
+    double decode_h2d_bytes_per_step = 0;  // host-to-device bytes (the step's arrays)
+    double decode_idle_gap_us = 0;         // median device idle time between consecutive steps
+    int32_t recordings = 0;                // CUDA graphs captured
     std::vector<double> prefill_runs, decode_runs;  // every measured run, seconds
 };
 

@@ -51,11 +51,34 @@ struct LLMEngine::LogitsUse {
     int32_t prompt_position;  // >= 0: logprob of prompt token prompt_position + 1
 };
 
+// Memory a GPU backend keeps beyond the runner's activations: cuBLASLt's
+// workspace and converted activations, attention and sampling scratch, graphs.
+constexpr size_t kDeviceReserve = size_t(1) << 30;
+
+// The KV pool's budget on a GPU, as vLLM sizes it: a fraction of the whole
+// device, less what is in use now (the weights, other processes) and what the
+// runner will allocate.
+size_t device_kv_budget(const ModelConfig& m, const Backend& backend, const EngineConfig& c) {
+    const double total = double(backend.total_memory()), in_use = total - double(backend.available_memory());
+    const RunnerLimits limits{c.max_num_batched_tokens, c.max_num_seqs, 1, c.block_size, c.max_num_seqs};
+    const double runner = double(runner_workspace_bytes(m, limits) + kDeviceReserve);
+    const double budget = c.gpu_memory_utilization * total - in_use - runner;
+    if (budget <= 0)
+        throw std::invalid_argument(fmt::format(
+            "--gpu-memory-utilization {} allows {:.2f} GiB of the device's {:.2f} GiB, but {:.2f} GiB are in use and "
+            "the activations need {:.2f} GiB: nothing is left for the KV cache; raise it or lower "
+            "--max-num-batched-tokens / --max-num-seqs",
+            c.gpu_memory_utilization, c.gpu_memory_utilization * total / 1073741824.0, total / 1073741824.0,
+            in_use / 1073741824.0, runner / 1073741824.0));
+    return size_t(budget);
+}
+
 int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const EngineConfig& c) {
     if (c.num_kv_blocks > 0) return c.num_kv_blocks;
     const size_t per_block = size_t(m.n_layers) * 2 * c.block_size * m.n_kv_heads * m.head_dim * sizeof(float);
-    const size_t budget =
-        c.kv_cache_memory > 0 ? c.kv_cache_memory : size_t(double(backend.available_memory()) * c.kv_cache_fraction);
+    const size_t budget = c.kv_cache_memory > 0   ? c.kv_cache_memory
+                          : backend.name() == "cpu" ? size_t(double(backend.available_memory()) * c.kv_cache_fraction)
+                                                    : device_kv_budget(m, backend, c);
     // More blocks than every sequence at full length could use only feed the prefix cache; cap there.
     const int64_t useful = int64_t(c.max_num_seqs) * blocks_for_tokens(c.max_model_len, c.block_size) + 1;
     const int64_t blocks = std::min<int64_t>(int64_t(budget / per_block), std::min<int64_t>(useful, 1 << 30));
@@ -85,7 +108,7 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
         SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens, logits_rows, config_.policy}, *blocks_);
     runner_ = std::make_unique<ModelRunner>(model, RunnerLimits{config_.max_num_batched_tokens, config_.max_num_seqs,
                                                                 config_.num_kv_blocks, config_.block_size,
-                                                                logits_rows});
+                                                                logits_rows, config_.enforce_eager});
     eos_ids_ = default_stop_ids(tokenizer);
 }
 

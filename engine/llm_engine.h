@@ -36,7 +36,10 @@ struct EngineConfig {
     int32_t block_size = 16;
     int32_t num_kv_blocks = 0;          // > 0: exactly this many blocks
     size_t kv_cache_memory = 0;         // > 0: bytes for the KV pool
-    double kv_cache_fraction = 0.25;    // otherwise: this fraction of the backend's free memory
+    double kv_cache_fraction = 0.25;    // otherwise, on the CPU: this fraction of free RAM
+    double gpu_memory_utilization = 0.9;  // and on a GPU: this fraction of all its memory, for
+                                          // everything (weights, activations, KV), as in vLLM
+    bool enforce_eager = false;         // no CUDA graphs
     bool enable_prefix_caching = true;
     SchedulingPolicy policy = SchedulingPolicy::Fcfs;
     int32_t max_logprobs = 20;

@@ -2,10 +2,55 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 
 namespace minfer {
+
+int32_t decode_rows_bucket(int32_t n, int32_t max_rows) {
+    if (n <= 0 || n > max_rows) return 0;
+    const int32_t bucket = n <= 8 ? int32_t(std::bit_ceil(uint32_t(n))) : (n + 7) / 8 * 8;
+    return std::min(bucket, max_rows);
+}
+
+StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket) {
+    const int32_t n = plan.num_tokens(), rows = bucket.rows, width = bucket.blocks_per_seq;
+    if (n != plan.num_seqs() || rows < n || width < plan.max_blocks_per_seq)
+        throw std::invalid_argument("pad_decode_plan: the plan is not decodes only, or exceeds the bucket");
+    StepPlan out;
+    out.token_ids = plan.token_ids;
+    out.positions = plan.positions;
+    out.slot_mapping = plan.slot_mapping;
+    out.context_lens = plan.context_lens;
+    out.token_ids.resize(rows, 0);
+    out.positions.resize(rows, 0);
+    out.slot_mapping.resize(rows, -1);
+    out.context_lens.resize(rows, 1);
+    out.query_start.resize(size_t(rows) + 1);
+    std::iota(out.query_start.begin(), out.query_start.end(), 0);
+    out.logits_rows.resize(rows);
+    std::iota(out.logits_rows.begin(), out.logits_rows.end(), 0);
+    out.max_blocks_per_seq = width;
+    out.block_tables.assign(size_t(rows) * width, 0);  // padding rows read block 0, harmlessly
+    for (int32_t s = 0; s < n; ++s) {
+        auto row = out.block_tables.begin() + int64_t(s) * width;
+        std::fill(row, row + width, -1);
+        std::copy_n(plan.block_tables.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq, row);
+    }
+    return out;
+}
+
+size_t runner_workspace_bytes(const ModelConfig& c, const RunnerLimits& limits) {
+    const int64_t n = limits.max_num_batched_tokens;
+    const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    const int64_t logits_rows = limits.max_logits_rows > 0 ? limits.max_logits_rows : limits.max_num_seqs;
+    const int64_t floats = n * (3 * int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 3 * int64_t(c.ffn_dim)) +
+                           logits_rows * (int64_t(c.dim) + c.vocab_size);
+    return size_t(floats) * sizeof(float);
+}
 
 ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     : model_(model), backend_(model.backend()), limits_(limits) {
@@ -47,9 +92,21 @@ ModelRunner::~ModelRunner() {
     for (void* p : allocations_) backend_.free(p);
 }
 
+DecodeBucket ModelRunner::bucket_of(const StepPlan& plan) const {
+    const int32_t n = plan.num_tokens();
+    if (!backend_.can_record() || n != plan.num_seqs()) return {};
+    for (int32_t i = 0; i < n; ++i)
+        if (plan.logits_rows[i] != i || plan.query_start[i] != i) return {};
+    const int32_t max_rows = std::min({limits_.max_num_seqs, limits_.max_num_batched_tokens,
+                                       limits_.max_logits_rows, kMaxRecordedRows});
+    DecodeBucket b;
+    if (!(b.rows = decode_rows_bucket(n, max_rows))) return {};
+    const int32_t context = int32_t(std::bit_ceil(uint32_t(std::max(plan.max_context_len(), 256))));
+    b.blocks_per_seq = std::max((context + limits_.block_size - 1) / limits_.block_size, plan.max_blocks_per_seq);
+    return b;
+}
+
 void ModelRunner::forward(const StepPlan& plan) {
-    const ModelConfig& c = model_.config();
-    const ModelWeights& w = model_.weights();
     const int32_t n = plan.num_tokens();
     if (n == 0 || n > limits_.max_num_batched_tokens)
         throw std::invalid_argument(fmt::format("step has {} rows; the runner takes 1 to {}", n,
@@ -62,8 +119,26 @@ void ModelRunner::forward(const StepPlan& plan) {
                                                 limits_.max_num_seqs));
     plan.validate(limits_.num_kv_blocks, limits_.block_size);
     if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
-    backend_.set_step(plan, limits_.block_size);
+    num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
 
+    const DecodeBucket bucket = bucket_of(plan);
+    if (bucket.rows == 0) {
+        backend_.set_step(plan, limits_.block_size);
+        run_layers(n, num_logit_rows_);
+        return;
+    }
+    padded_ = pad_decode_plan(plan, bucket);  // kept: a backend may read the plan until the next step
+    backend_.set_step(padded_, limits_.block_size);
+    const auto ops = [&] { run_layers(bucket.rows, bucket.rows); };
+    if (limits_.enforce_eager)
+        ops();
+    else
+        backend_.run_recorded(bucket.key(), ops);
+}
+
+void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
     backend_.embedding(*w.token_embd, residual_);
     if (c.embed_scale) backend_.scale(residual_, int64_t(n) * c.dim, std::sqrt(float(c.dim)));
     const float* delta = nullptr;  // the previous block's output, added to the residual by the next norm
@@ -96,11 +171,10 @@ void ModelRunner::forward(const StepPlan& plan) {
         delta = proj_;
     }
     // Only the rows that want logits go through the final norm and the LM head.
-    num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
-    if (num_logit_rows_ == 0) return;
+    if (logits_rows == 0) return;
     backend_.add_rms_norm(residual_, delta, w.output_norm, c.norm_eps, n, c.dim, normed_);
     backend_.gather_logit_rows(normed_, c.dim, last_rows_);
-    backend_.matmul(last_rows_, w.lm_head(), nullptr, num_logit_rows_, logits_);
+    backend_.matmul(last_rows_, w.lm_head(), nullptr, logits_rows, logits_);
 }
 
 std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {

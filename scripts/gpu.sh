@@ -4,12 +4,23 @@
 # packages that scripts/gpu-bundle.sh gathered into .gpu/, then runs the GPU
 # tests. Nothing is installed into /: the packages are unpacked under /tmp.
 #
-#   bash scripts/gpu.sh [--build] [--test] [--memcheck] [--racecheck] [--prebuilt] [--sync] [--filter OP]
+#   bash scripts/gpu.sh [--build] [--test] [--synth] [--serve] [--bench] [--memcheck] [--racecheck]
+#                       [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
 #   --test        run minfer_gpu_ops, minfer_gpu_model, `minfer run --device cuda`, and
 #                 `minfer generate --device cuda` (scripts/check_generate.py)
-#                 against the llama2.c reference
+#                 against the llama2.c reference, and CUDA graphs against --enforce-eager
+#                 (scripts/check_graphs.py)
+#   --synth       logits and greedy tokens GPU against CPU on random-weight models of
+#                 real shapes (llama3-8b bf16 and q4_k_m, llama3-1b, qwen2, gemma3;
+#                 SYNTH_MODELS="PRESET:DTYPE:THRESHOLD ..." picks others)
+#   --serve       the server tests (tests/integration/test_server.py) against
+#                 `minfer serve --device cuda`
+#   --bench       minfer bench latency on llama3-8b and llama3-1b (graphs and eager, and
+#                 --quantization fp8 with BENCH_FP8=1; BENCH_MODELS="PRESET:DTYPE ..."),
+#                 and minfer_gpu_ops --bench (BENCH_OPS= skips it); the
+#                 table goes to $LOGS/bench.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -24,13 +35,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_SERVE=0 DO_BENCH=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
 while (($#)); do
   case "$1" in
     --build) DO_BUILD=1 ;;
     --test) DO_TEST=1 ;;
+    --synth) DO_SYNTH=1 ;;
+    --serve) DO_SERVE=1 ;;
+    --bench) DO_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -38,12 +52,12 @@ while (($#)); do
     --filter) FILTER=$2; shift ;;
     --deps) DEPS=$2; shift ;;
     --build-dir) BUILD_DIR=$2; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_SERVE || DO_BENCH || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -63,6 +77,9 @@ run_phase() {
   TABLE+=("$(awk -v n="$name" -v a="$t0" -v b="$t1" -v rc="$rc" \
     'BEGIN { printf "%-10s %8.1f s  %s", n, b - a, rc == 0 ? "ok" : "FAIL (exit " rc ")" }')")
   ((rc == 0)) || FAILED=1
+  # Each log reaches $OUT as soon as its phase ends, so a run cut short still reports.
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$LOGS/$name.log" "$OUT"/ 2>/dev/null || true; fi
+  printf '%s\n' "${TABLE[@]}" >"${OUT:-$LOGS}/summary-so-far.log" 2>/dev/null || true
   return "$rc"
 }
 
@@ -180,6 +197,48 @@ if ((DO_TEST)); then
   run_phase model "$BIN/minfer_gpu_model" --model models/stories260K.gguf --reference "$REFERENCE"
   run_phase cli check_cli
   run_phase engine python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda
+  run_phase graphs python3 scripts/check_graphs.py "$MINFER"
+  run_phase graphs-gemma3 python3 scripts/check_graphs.py "$MINFER" --synthetic gemma3-270m:bf16
+fi
+# Random-weight models of real shapes, written once per machine (quantizing 8B
+# weights takes minutes; the files are reused by later calls on a warm machine).
+MODELS=/tmp/minfer-models
+synth_model() {  # PRESET DTYPE: prints the path
+  local f=$MODELS/$1-$2.gguf
+  mkdir -p "$MODELS"
+  if [ ! -f "$f" ]; then
+    "$MINFER" synth --preset "$1" --dtype "$2" -o "$f.tmp" >&2 && mv "$f.tmp" "$f"
+  fi
+  echo "$f"
+}
+if ((DO_SYNTH)); then
+  # PRESET:DTYPE:THRESHOLD. Thresholds: whole forwards of 16-32 random-weight layers,
+  # the GPU's GEMMs taking bf16 activations (and the CPU's quantized dots int8 ones).
+  for spec in ${SYNTH_MODELS:-llama3-8b:bf16:5e-2 llama3-8b:q4_k_m:1.5e-1 llama3-1b:f32:1e-4 qwen2-0.5b:q8_0:1e-1 gemma3-270m:bf16:5e-2}; do
+    IFS=: read -r preset dtype threshold <<<"$spec"
+    run_phase "synth-$preset-$dtype" "$BIN/minfer_gpu_model" --synthetic "$(synth_model "$preset" "$dtype")" \
+      --threshold "$threshold"
+  done
+fi
+if ((DO_SERVE)); then
+  run_phase serve env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" python3 -m pytest -q tests/integration/test_server.py
+fi
+if ((DO_BENCH)); then
+  bench_table() {
+    local preset args
+    local model args
+    for model in ${BENCH_MODELS:-llama3-8b:bf16 llama3-1b:bf16 llama3-8b:q8_0 llama3-8b:q4_k_m}; do
+      local path; path=$(synth_model "${model%%:*}" "${model##*:}")
+      for args in "" "--enforce-eager" ${BENCH_FP8:+"--quantization fp8"}; do
+        [ "$args" = "--quantization fp8" ] && [ "${model##*:}" != bf16 ] && continue
+        echo "--- $model --input-len 512 --output-len 128 $args"
+        "$MINFER" bench latency "$path" --device cuda --input-len 512 --output-len 128 --repetitions 3 $args || return 1
+      done
+    done
+    [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
+    return 0
+  }
+  run_phase bench bench_table
 fi
 if ((DO_MEMCHECK)); then
   if sanitizer=$(find_sanitizer); then

@@ -41,14 +41,25 @@ void add_engine_options(cxxopts::Options& opts) {
         ("max-model-len", "context length cap (default: the model's)", cxxopts::value<int32_t>()->default_value("0"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
         ("num-kv-blocks", "force the KV pool to this many blocks", cxxopts::value<int32_t>()->default_value("0"))
-        ("kv-cache-memory", "bytes for the KV pool, e.g. 2G (default: a quarter of free memory)",
-         cxxopts::value<std::string>())
+        ("kv-cache-memory", "bytes for the KV pool, e.g. 2G (default: on the CPU a quarter of free memory, "
+         "on a GPU what --gpu-memory-utilization leaves)", cxxopts::value<std::string>())
+        ("gpu-memory-utilization", "fraction of the GPU's memory for the model, activations and KV cache",
+         cxxopts::value<double>()->default_value("0.9"))
+        ("enforce-eager", "never record decode steps as CUDA graphs")
         ("no-prefix-caching", "do not reuse the KV blocks of shared prompt prefixes")
         ("scheduling-policy", "fcfs, priority (lower first) or fair (per user)",
          cxxopts::value<std::string>()->default_value("fcfs"))
         ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
         ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
     // clang-format on
+    add_quantization_option(opts);
+}
+
+void add_quantization_option(cxxopts::Options& opts) {
+    opts.add_options("engine")("quantization",
+                               "none, or fp8: the layers' dense weights converted to FP8 E4M3 at load (per-tensor "
+                               "scale; CUDA only)",
+                               cxxopts::value<std::string>()->default_value("none"));
 }
 
 size_t parse_bytes(const std::string& text, const std::string& flag) {
@@ -84,6 +95,10 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     if (c.block_size <= 0 || c.block_size > 1024) throw UsageError("--block-size must be in 1..1024");
     if (c.num_kv_blocks < 0) throw UsageError("--num-kv-blocks must be >= 0");
     if (args.count("kv-cache-memory")) c.kv_cache_memory = parse_bytes(args["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
+    c.gpu_memory_utilization = args["gpu-memory-utilization"].as<double>();
+    if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
+        throw UsageError("--gpu-memory-utilization must be in (0, 1]");
+    c.enforce_eager = args.count("enforce-eager") > 0;
     c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
     try {
         c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());
@@ -99,7 +114,18 @@ std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args) {
         throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
     const int32_t threads = args.count("threads") ? args["threads"].as<int32_t>() : 0;
     if (threads < 0) throw UsageError("--threads must be >= 0");
-    return make_backend(device, threads);
+    BackendOptions options;
+    const std::string quant = args.count("quantization") ? args["quantization"].as<std::string>() : "none";
+    if (quant == "fp8")
+        options.quantization = WeightQuantization::FP8;
+    else if (quant != "none")
+        throw UsageError("--quantization must be none or fp8, got '" + quant + "'");
+    if (options.quantization == WeightQuantization::None) return make_backend(device, threads);
+    try {
+        return make_backend(device, threads, options);
+    } catch (const std::invalid_argument& e) {  // fp8 on the CPU: a usage error
+        throw UsageError(e.what());
+    }
 }
 
 const char* default_model_path() {

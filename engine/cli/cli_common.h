@@ -30,11 +30,14 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
 // --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,
 // --no-prefix-caching, --scheduling-policy, plus --device and --threads.
 void add_engine_options(cxxopts::Options& opts);
+// --quantization none|fp8 (part of add_engine_options; for commands that declare their own --device).
+void add_quantization_option(cxxopts::Options& opts);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
 // The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
 std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
 
-// The backend --device names (and --threads, for commands that have it); a bad value is a UsageError.
+// The backend --device names (and --threads and --quantization, for commands
+// that have them); a bad value, or fp8 without a GPU, is a UsageError.
 std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
 
 // "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).

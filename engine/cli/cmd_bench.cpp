@@ -29,10 +29,12 @@ int bench_latency_cmd(int argc, char** argv) {
         ("warmup", "unmeasured runs first", cxxopts::value<int32_t>()->default_value("1"))
         ("device", "cpu, cuda, or auto", cxxopts::value<std::string>()->default_value("auto"))
         ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
+        ("enforce-eager", "never record decode steps as CUDA graphs")
         ("json", "print one JSON object")
         ("h,help", "show this help");
     // clang-format on
     add_synthetic_option(opts);
+    add_quantization_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -45,6 +47,7 @@ int bench_latency_cmd(int argc, char** argv) {
     o.output_len = args["output-len"].as<int32_t>();
     o.repetitions = args["repetitions"].as<int32_t>();
     o.warmup = args["warmup"].as<int32_t>();
+    o.enforce_eager = args.count("enforce-eager") > 0;
     if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
     if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
     if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
@@ -58,6 +61,12 @@ int bench_latency_cmd(int argc, char** argv) {
         throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",
                                      o.input_len + o.output_len, c.context_len));
     const LatencyResult r = bench_latency(*model, o);
+    // Rooflines: decode reads its bytes at the copy bandwidth at best; prefill does its FLOPs at the GEMM rate.
+    const HardwareLimits hw = hardware_limits(backend->name());
+    const double decode_roofline_tok_s = hw.bytes_per_s > 0 && r.decode_bytes_per_step > 0
+                                             ? o.batch * hw.bytes_per_s / r.decode_bytes_per_step : 0;
+    const double prefill_roofline_tok_s =
+        hw.flop_per_s > 0 && r.prefill_flops > 0 ? double(o.batch) * o.input_len * hw.flop_per_s / r.prefill_flops : 0;
 
     if (args.count("json")) {
         boost::json::object j;
@@ -73,6 +82,13 @@ int bench_latency_cmd(int argc, char** argv) {
         j["decode_step_ms"] = r.decode_step_ms;
         j["decode_gb_s"] = r.decode_gb_s;
         j["prefill_tflop_s"] = r.prefill_tflop_s;
+        j["decode_bytes_per_step"] = r.decode_bytes_per_step;
+        j["decode_roofline_tok_s"] = decode_roofline_tok_s;
+        j["prefill_roofline_tok_s"] = prefill_roofline_tok_s;
+        j["decode_d2h_bytes_per_step"] = r.decode_d2h_bytes_per_step;
+        j["decode_h2d_bytes_per_step"] = r.decode_h2d_bytes_per_step;
+        j["decode_idle_gap_us"] = r.decode_idle_gap_us;
+        j["cuda_graphs"] = r.recordings;
         j["prefill_runs_s"] = boost::json::value_from(r.prefill_runs);
         j["decode_runs_s"] = boost::json::value_from(r.decode_runs);
         std::printf("%s\n", boost::json::serialize(j).c_str());
@@ -82,9 +98,22 @@ int bench_latency_cmd(int argc, char** argv) {
                 c.dim, backend->name().c_str());
     std::printf("prefill  batch %d x %d tokens: %10.1f tok/s  (%.2f ms, %.3f TFLOP/s)\n", o.batch, o.input_len,
                 r.prefill_tok_s, r.prefill_seconds * 1e3, r.prefill_tflop_s);
-    if (o.output_len > 1)
+    if (prefill_roofline_tok_s > 0)
+        std::printf("         roofline %.0f tok/s at %.0f TFLOP/s: %.1f%% of it\n", prefill_roofline_tok_s,
+                    hw.flop_per_s / 1e12, 100.0 * r.prefill_tok_s / prefill_roofline_tok_s);
+    if (o.output_len > 1) {
         std::printf("decode   batch %d x %d steps:  %10.1f tok/s  (%.3f ms/step, %.1f GB/s of weights and KV)\n",
                     o.batch, o.output_len - 1, r.decode_tok_s, r.decode_step_ms, r.decode_gb_s);
+        if (decode_roofline_tok_s > 0)
+            std::printf("         roofline %.0f tok/s (%.2f GB a step at %.2f TB/s): %.1f%% of it\n",
+                        decode_roofline_tok_s, r.decode_bytes_per_step / 1e9, hw.bytes_per_s / 1e12,
+                        100.0 * r.decode_tok_s / decode_roofline_tok_s);
+        if (backend->name() != "cpu")
+            std::printf("         per step: %.0f B device-to-host, %.0f B host-to-device, device idle %.1f us "
+                        "between steps (median); %d CUDA graphs%s\n",
+                        r.decode_d2h_bytes_per_step, r.decode_h2d_bytes_per_step, r.decode_idle_gap_us, r.recordings,
+                        o.enforce_eager ? " (--enforce-eager)" : "");
+    }
     std::printf("(medians of %d runs after %d warm-up)\n", o.repetitions, o.warmup);
     return 0;
 }

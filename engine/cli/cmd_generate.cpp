@@ -190,6 +190,12 @@ int cmd_generate(int argc, char** argv) {
                  jobs.size(), seconds, jobs.size() / seconds, st.generation_tokens / seconds,
                  (st.generation_tokens + st.prompt_tokens) / seconds, 100 * hit_rate, (long long)st.num_preemptions,
                  (long long)st.steps, st.num_kv_blocks, engine->config().block_size);
+    if (backend->name() != "cpu") {
+        const Backend::StepTraffic t = backend->traffic();
+        std::fprintf(stderr, "device: %d CUDA graphs captured%s | %.0f B device-to-host per step\n", t.recordings,
+                     engine->config().enforce_eager ? " (--enforce-eager)" : "",
+                     t.steps ? double(t.device_to_host_bytes) / t.steps : 0.0);
+    }
     return 0;
 }
 

@@ -64,6 +64,7 @@ int cmd_run(int argc, char** argv) {
         ("h,help", "show this help");
     // clang-format on
     add_synthetic_option(opts);
+    add_quantization_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {

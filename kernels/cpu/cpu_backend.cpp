@@ -24,7 +24,8 @@ struct CpuWeight : PackedWeight {
 
 class CpuBackend final : public Backend {
 public:
-    explicit CpuBackend(int threads) : pool_(threads) {}
+    CpuBackend(int threads, bool pads_decode_steps) : pool_(threads), pads_decode_steps_(pads_decode_steps) {}
+    bool can_record() const override { return pads_decode_steps_; }
     std::string name() const override { return "cpu"; }
 
     void* alloc(size_t bytes) override {
@@ -36,6 +37,7 @@ public:
     void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     size_t available_memory() const override { return host_available_memory(); }
+    size_t total_memory() const override { return host_total_memory(); }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
         const size_t n = cache.shape.floats_per_block();
@@ -98,6 +100,7 @@ public:
         for (int32_t i = 0; i < n; ++i) {
             const float pos = static_cast<float>(step_->positions[i]) * rope.position_scale;
             for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (int64_t(i) * a.n_heads + h) * hd, pos, rope);
+            if (step_->slot_mapping[i] < 0) continue;  // a padding row (recorded steps) writes no KV
             float* k_dst = k_pool + int64_t(step_->slot_mapping[i]) * kv_row;
             std::memcpy(k_dst, k + i * kv_row, kv_row * sizeof(float));
             for (int32_t h = 0; h < a.n_kv_heads; ++h) rotate(k_dst + int64_t(h) * hd, pos, rope);
@@ -197,6 +200,7 @@ private:
     }
 
     cpu::ThreadPool pool_;
+    bool pads_decode_steps_ = false;
     const StepPlan* step_ = nullptr;
     int32_t block_size_ = 16;
     std::vector<int32_t> seq_of_row_;
@@ -204,6 +208,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads, bool pads_decode_steps) {
+    return std::make_unique<CpuBackend>(threads, pads_decode_steps);
+}
 
 }  // namespace minfer

@@ -1,10 +1,27 @@
-// Paged attention, first version: correct for every step shape, not fast.
+// Paged attention: three kernels.
 //
-// One thread block per (row, head). The block walks its sequence's keys from
-// the window start to the row's own position through the block table, a tile
-// of keys at a time, with an online softmax (running max m and sum l; the
-// output accumulator is rescaled whenever the max grows). Decode, prefill and
-// verification rows are all the same: a row attends to positions <= its own.
+// 1. decode_kernel (flash-decoding): one block per (row, kv head, split of the
+//    key range). The block handles every q head of the kv head's GQA group, so
+//    K and V are read once per group: tiles of 32 keys are copied into shared
+//    memory with 16-byte cp.async (double-buffered), then lane j of each warp
+//    scores key j for the warp's heads, an online softmax runs per head, and
+//    the lanes accumulate P*V over float4 columns. With more than one split,
+//    each block writes an unnormalised partial (m, l, acc) to the workspace
+//    (m = -inf, l = 0 when its split lies outside the row's keys) and
+//    combine_kernel merges the splits in split order (deterministic). The
+//    launch shape depends only on num_tokens, max_blocks_per_seq, block_size
+//    and the head shape (CUDA-graph friendly).
+// 2. prefill_kernel: tensor cores (mma.sync m16n8k8 tf32, 3xTF32 split so the
+//    products are near fp32). One block per (tile of <= kAttnTileRows rows of
+//    one sequence, kv head, chunk): the tile's (row, q head of the group)
+//    pairs are packed 64 to a chunk, a warp owning 16 of them; K/V tiles of 32
+//    keys are double-buffered in shared memory; S = Q K^T and O += P V stay in
+//    registers (FlashAttention-2 style) with causal/window masks per row.
+// 3. reference_kernel: the first version (a block per (row, head), scalar
+//    loads), kept for head dims that are not a multiple of 4 and unaligned
+//    pointers.
+#include <cstdint>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/reduce.cuh"
@@ -13,40 +30,61 @@ namespace minfer::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 64;  // keys per pass; <= kThreads so that one thread exponentiates each score
-constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
-
 struct AttnArgs {
     HeadShape heads;
     float scale;
     int32_t window;
 };
 
-__global__ __launch_bounds__(kThreads) void paged_attention_kernel(DeviceStep st, const float* q, const float* k_pool,
-                                                                    const float* v_pool, AttnArgs a, float* out) {
+// ---- small device helpers ------------------------------------------------------
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// 16 bytes global -> shared; when !full the destination is zero-filled and nothing is read.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool full) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int src_bytes = full ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+__device__ __forceinline__ int32_t window_first(int32_t pos, int32_t window) {
+    return window > 0 ? max(0, pos - window + 1) : 0;
+}
+
+// ---- 1. reference kernel (fallback) ---------------------------------------------------
+
+constexpr int kRefThreads = 128;
+constexpr int kRefWarps = kRefThreads / 32;
+constexpr int kRefTile = 64;  // keys per pass; <= kRefThreads so that one thread exponentiates each score
+constexpr int kRefDimsPerThread = kMaxHeadDim / kRefThreads;
+
+__global__ __launch_bounds__(kRefThreads) void reference_kernel(DeviceStep st, const float* q, const float* k_pool,
+                                                                const float* v_pool, AttnArgs a, float* out) {
     __shared__ float q_s[kMaxHeadDim];
-    __shared__ float p_s[kTile];  // scores, then their exponentials
+    __shared__ float p_s[kRefTile];  // scores, then their exponentials
     const int32_t row = blockIdx.x, h = blockIdx.y, hd = a.heads.head_dim, bs = st.block_size;
     const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int64_t kv_off = int64_t(h / (a.heads.n_heads / a.heads.n_kv_heads)) * hd;
     const int32_t pos = st.positions[row];
-    const int32_t first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    const int32_t first = window_first(pos, a.window);
     const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
     auto slot = [&](int32_t t) { return int64_t(table[t / bs]) * bs + t % bs; };
 
     const float* q_row = q + (int64_t(row) * a.heads.n_heads + h) * hd;
-    for (int32_t d = threadIdx.x; d < hd; d += kThreads) q_s[d] = q_row[d];
+    for (int32_t d = threadIdx.x; d < hd; d += kRefThreads) q_s[d] = q_row[d];
     __syncthreads();
 
-    float acc[kDimsPerThread] = {};  // output dims threadIdx.x + j * kThreads
-    float m = -INFINITY, l = 0.0f;   // the same in every thread
-    for (int32_t t0 = first; t0 <= pos; t0 += kTile) {
-        const int32_t count = min(kTile, pos + 1 - t0);
-        // Scores: a warp per key, its lanes splitting the head dimension.
-        for (int32_t i = warp; i < count; i += kWarps) {
+    float acc[kRefDimsPerThread] = {};
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t t0 = first; t0 <= pos; t0 += kRefTile) {
+        const int32_t count = min(kRefTile, pos + 1 - t0);
+        for (int32_t i = warp; i < count; i += kRefWarps) {
             const float* k = k_pool + slot(t0 + i) * kv_row + kv_off;
             float dot = 0.0f;
             for (int32_t d = lane; d < hd; d += 32) dot += q_s[d] * k[d];
@@ -56,44 +94,625 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(DeviceStep st
         __syncthreads();
         float m_new = m;
         for (int32_t i = 0; i < count; ++i) m_new = fmaxf(m_new, p_s[i]);
-        const float alpha = expf(m - m_new);  // 0 on the first tile, where m = -inf
-        __syncthreads();                       // every thread has read the raw scores
+        const float alpha = expf(m - m_new);
+        __syncthreads();
         if (threadIdx.x < count) p_s[threadIdx.x] = expf(p_s[threadIdx.x] - m_new);
         __syncthreads();
 
         float tile_sum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kDimsPerThread; ++j) acc[j] *= alpha;
+        for (int j = 0; j < kRefDimsPerThread; ++j) acc[j] *= alpha;
         for (int32_t i = 0; i < count; ++i) {
             const float p = p_s[i];
             const float* v = v_pool + slot(t0 + i) * kv_row + kv_off;
             tile_sum += p;
 #pragma unroll
-            for (int j = 0; j < kDimsPerThread; ++j) {
-                const int32_t d = threadIdx.x + j * kThreads;
+            for (int j = 0; j < kRefDimsPerThread; ++j) {
+                const int32_t d = threadIdx.x + j * kRefThreads;
                 if (d < hd) acc[j] += p * v[d];
             }
         }
         l = l * alpha + tile_sum;
         m = m_new;
-        __syncthreads();  // p_s is rewritten by the next tile
+        __syncthreads();
     }
 
     float* o = out + (int64_t(row) * a.heads.n_heads + h) * hd;
 #pragma unroll
-    for (int j = 0; j < kDimsPerThread; ++j) {
-        const int32_t d = threadIdx.x + j * kThreads;
+    for (int j = 0; j < kRefDimsPerThread; ++j) {
+        const int32_t d = threadIdx.x + j * kRefThreads;
         if (d < hd) o[d] = acc[j] / l;
     }
 }
 
+// ---- 2. decode kernel (split along the keys) + combine ----------------------------------
+
+constexpr int kDecThreads = 128;
+constexpr int kDecWarps = kDecThreads / 32;
+constexpr int kDecKeys = 32;                            // keys per tile (= lanes: lane j scores key j)
+constexpr int kDecMaxGroup = 16;                        // q heads per kv head
+constexpr int kDecHeadsPerWarp = kDecMaxGroup / kDecWarps;  // warp w owns heads w, w+4, w+8, w+12
+constexpr int kDecMinSplit = 128;                       // keys per split at least
+constexpr int kDecTargetBlocks = 4 * 132;               // ~4 blocks per SM of an H100/H200
+
+struct DecodeArgs {
+    HeadShape heads;
+    float scale;
+    int32_t window;
+    int32_t split_len;   // keys per split, a multiple of kDecKeys
+    int32_t num_splits;
+    float* part_o;       // [num_tokens][n_heads][num_splits][head_dim]
+    float* part_ml;      // [num_tokens][n_heads][num_splits][2]
+    float* out;
+};
+
+struct DecodePlan {
+    int32_t split_len = 0, num_splits = 1;
+};
+
+// Depends only on the step's shape (never on context lengths): graph-capture safe.
+DecodePlan decode_plan(const DeviceStep& st, HeadShape heads) {
+    const int64_t max_ctx = std::max<int64_t>(1, int64_t(st.max_blocks_per_seq) * st.block_size);
+    const int64_t base = std::max<int64_t>(1, int64_t(st.num_tokens) * heads.n_kv_heads);
+    int64_t splits = (kDecTargetBlocks + base - 1) / base;
+    splits = std::min<int64_t>(splits, (max_ctx + kDecMinSplit - 1) / kDecMinSplit);
+    splits = std::max<int64_t>(splits, 1);
+    int64_t len = (max_ctx + splits - 1) / splits;
+    len = (len + kDecKeys - 1) / kDecKeys * kDecKeys;
+    DecodePlan p;
+    p.split_len = int32_t(len);
+    p.num_splits = int32_t((max_ctx + len - 1) / len);
+    return p;
+}
+
+size_t decode_smem_bytes(HeadShape heads) {
+    const int32_t hd = heads.head_dim, group = heads.n_heads / heads.n_kv_heads;
+    return sizeof(float) * (size_t(group) * hd + size_t(group) * kDecKeys + 2 * kDecKeys * size_t(hd + 4) +
+                            2 * kDecKeys * size_t(hd));
+}
+
+__global__ __launch_bounds__(kDecThreads) void decode_kernel(DeviceStep st, const float* __restrict__ q,
+                                                             const float* __restrict__ k_pool,
+                                                             const float* __restrict__ v_pool, DecodeArgs a) {
+    extern __shared__ float4 dec_smem4[];
+    const int32_t row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    const int32_t hd = a.heads.head_dim, c4 = hd / 4, ldk = hd + 4, n_heads = a.heads.n_heads;
+    const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size;
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float* q_s = reinterpret_cast<float*>(dec_smem4);  // [group][hd]
+    float* p_s = q_s + group * hd;                      // [group][kDecKeys]
+    float* k_s = p_s + group * kDecKeys;                // [2][kDecKeys][hd + 4]
+    float* v_s = k_s + 2 * kDecKeys * ldk;              // [2][kDecKeys][hd]
+
+    const int32_t pos = st.positions[row];
+    const int32_t lo = max(window_first(pos, a.window), split * a.split_len);
+    const int32_t hi = min(pos, split * a.split_len + a.split_len - 1);
+    const int32_t head0 = kvh * group;
+    if (lo > hi) {  // this split holds none of the row's keys
+        if (a.num_splits > 1 && int32_t(threadIdx.x) < group) {
+            float* ml = a.part_ml + ((int64_t(row) * n_heads + head0 + threadIdx.x) * a.num_splits + split) * 2;
+            ml[0] = -INFINITY;
+            ml[1] = 0.0f;
+        }
+        return;
+    }
+
+    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
+    const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
+    auto load_tile = [&](int stage, int32_t t0) {
+        float* ks = k_s + stage * kDecKeys * ldk;
+        float* vs = v_s + stage * kDecKeys * hd;
+        for (int32_t i = threadIdx.x; i < kDecKeys * c4; i += kDecThreads) {
+            const int32_t key = i / c4, c = i - key * c4, t = t0 + key;
+            const bool ok = t <= hi;
+            int64_t off = 0;
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 4;
+            cp_async16(ks + key * ldk + c * 4, k_pool + off, ok);
+            cp_async16(vs + key * hd + c * 4, v_pool + off, ok);
+        }
+    };
+
+    const int32_t ntiles = (hi - lo + kDecKeys) / kDecKeys;
+    load_tile(0, lo);
+    cp_async_commit();
+    {
+        const float4* qg = reinterpret_cast<const float4*>(q + (int64_t(row) * n_heads + head0) * hd);
+        float4* qs4 = reinterpret_cast<float4*>(q_s);
+        for (int32_t i = threadIdx.x; i < group * c4; i += kDecThreads) qs4[i] = qg[i];
+    }
+
+    float m[kDecHeadsPerWarp], l[kDecHeadsPerWarp], acc[kDecHeadsPerWarp][2][4];
+#pragma unroll
+    for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[hh][cc][e] = 0.0f;
+    }
+
+    for (int32_t it = 0; it < ntiles; ++it) {
+        const int32_t t0 = lo + it * kDecKeys;
+        if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kDecKeys);
+        cp_async_commit();
+        cp_async_wait_1();
+        __syncthreads();
+        const float* ks = k_s + (it & 1) * kDecKeys * ldk;
+        const float* vs = v_s + (it & 1) * kDecKeys * hd;
+
+        if (warp < group) {
+            // Scores: lane = key, the warp's heads share each K load.
+            float s[kDecHeadsPerWarp] = {};
+            const float* krow = ks + lane * ldk;
+            for (int32_t d = 0; d < hd; d += 4) {
+                const float4 kv = *reinterpret_cast<const float4*>(krow + d);
+#pragma unroll
+                for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+                    const int32_t g = warp + hh * kDecWarps;
+                    if (g < group) {
+                        const float4 qv = *reinterpret_cast<const float4*>(q_s + g * hd + d);
+                        s[hh] = fmaf(qv.x, kv.x, s[hh]);
+                        s[hh] = fmaf(qv.y, kv.y, s[hh]);
+                        s[hh] = fmaf(qv.z, kv.z, s[hh]);
+                        s[hh] = fmaf(qv.w, kv.w, s[hh]);
+                    }
+                }
+            }
+            const bool valid = t0 + lane <= hi;  // every tile has at least its first key valid
+            float alpha[kDecHeadsPerWarp];
+#pragma unroll
+            for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+                const int32_t g = warp + hh * kDecWarps;
+                alpha[hh] = 1.0f;
+                if (g < group) {
+                    const float sc = valid ? s[hh] * a.scale : -INFINITY;
+                    const float m_new = fmaxf(m[hh], warp_max(sc));  // finite
+                    alpha[hh] = expf(m[hh] - m_new);                 // 0 on the first tile
+                    const float p = valid ? expf(sc - m_new) : 0.0f;
+                    l[hh] = l[hh] * alpha[hh] + warp_sum(p);
+                    m[hh] = m_new;
+                    p_s[g * kDecKeys + lane] = p;
+                }
+            }
+            __syncwarp();
+            // P*V: lane = float4 column (and column + 32 for head dims over 128).
+#pragma unroll
+            for (int hh = 0; hh < kDecHeadsPerWarp; ++hh)
+#pragma unroll
+                for (int cc = 0; cc < 2; ++cc)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[hh][cc][e] *= alpha[hh];
+            const int32_t count = min(kDecKeys, hi - t0 + 1);
+            for (int32_t j = 0; j < count; j += 4) {  // V and p past count are zeros
+                float4 pj[kDecHeadsPerWarp];
+#pragma unroll
+                for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+                    const int32_t g = warp + hh * kDecWarps;
+                    pj[hh] = g < group ? *reinterpret_cast<const float4*>(p_s + g * kDecKeys + j)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int cc = 0; cc < 2; ++cc) {
+                    const int32_t c = lane + cc * 32;
+                    if (c < c4) {
+                        const float4 v0 = *reinterpret_cast<const float4*>(vs + (j + 0) * hd + c * 4);
+                        const float4 v1 = *reinterpret_cast<const float4*>(vs + (j + 1) * hd + c * 4);
+                        const float4 v2 = *reinterpret_cast<const float4*>(vs + (j + 2) * hd + c * 4);
+                        const float4 v3 = *reinterpret_cast<const float4*>(vs + (j + 3) * hd + c * 4);
+#pragma unroll
+                        for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+                            if (warp + hh * kDecWarps < group) {
+                                float* o = acc[hh][cc];
+                                const float4 p = pj[hh];
+                                o[0] = fmaf(p.x, v0.x, o[0]); o[1] = fmaf(p.x, v0.y, o[1]);
+                                o[2] = fmaf(p.x, v0.z, o[2]); o[3] = fmaf(p.x, v0.w, o[3]);
+                                o[0] = fmaf(p.y, v1.x, o[0]); o[1] = fmaf(p.y, v1.y, o[1]);
+                                o[2] = fmaf(p.y, v1.z, o[2]); o[3] = fmaf(p.y, v1.w, o[3]);
+                                o[0] = fmaf(p.z, v2.x, o[0]); o[1] = fmaf(p.z, v2.y, o[1]);
+                                o[2] = fmaf(p.z, v2.z, o[2]); o[3] = fmaf(p.z, v2.w, o[3]);
+                                o[0] = fmaf(p.w, v3.x, o[0]); o[1] = fmaf(p.w, v3.y, o[1]);
+                                o[2] = fmaf(p.w, v3.z, o[2]); o[3] = fmaf(p.w, v3.w, o[3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();  // the stage is refilled by the next iteration's load
+    }
+
+    if (warp >= group) return;
+#pragma unroll
+    for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
+        const int32_t g = warp + hh * kDecWarps;
+        if (g >= group) continue;
+        const int64_t head = int64_t(row) * n_heads + head0 + g;
+        if (a.num_splits == 1) {
+            const float inv = 1.0f / l[hh];
+            float* o = a.out + head * hd;
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+                const int32_t c = lane + cc * 32;
+                if (c < c4)
+                    *reinterpret_cast<float4*>(o + c * 4) =
+                        make_float4(acc[hh][cc][0] * inv, acc[hh][cc][1] * inv, acc[hh][cc][2] * inv, acc[hh][cc][3] * inv);
+            }
+        } else {
+            const int64_t part = head * a.num_splits + split;
+            float* o = a.part_o + part * hd;
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+                const int32_t c = lane + cc * 32;
+                if (c < c4)
+                    *reinterpret_cast<float4*>(o + c * 4) =
+                        make_float4(acc[hh][cc][0], acc[hh][cc][1], acc[hh][cc][2], acc[hh][cc][3]);
+            }
+            if (lane == 0) {
+                a.part_ml[part * 2] = m[hh];
+                a.part_ml[part * 2 + 1] = l[hh];
+            }
+        }
+    }
+}
+
+constexpr int kCombineThreads = kMaxHeadDim / 4;  // a float4 column each
+
+// One block per (row, head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = exp(m_s - max m), in split order.
+__global__ __launch_bounds__(kCombineThreads) void combine_kernel(DecodeArgs a) {
+    const int64_t head = blockIdx.x;
+    const int32_t hd = a.heads.head_dim, c = threadIdx.x, splits = a.num_splits;
+    const float* ml = a.part_ml + head * splits * 2;
+    float m_max = -INFINITY;
+    for (int32_t s = 0; s < splits; ++s) m_max = fmaxf(m_max, ml[2 * s]);
+    float total = 0.0f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const bool active = c < hd / 4;
+    for (int32_t s = 0; s < splits; ++s) {
+        const float ms = ml[2 * s];
+        if (ms == -INFINITY) continue;  // an empty split: its acc was never written
+        const float w = expf(ms - m_max);
+        total = fmaf(w, ml[2 * s + 1], total);
+        if (active) {
+            const float4 p = *reinterpret_cast<const float4*>(a.part_o + (head * splits + s) * hd + c * 4);
+            acc.x = fmaf(w, p.x, acc.x);
+            acc.y = fmaf(w, p.y, acc.y);
+            acc.z = fmaf(w, p.z, acc.z);
+            acc.w = fmaf(w, p.w, acc.w);
+        }
+    }
+    if (active) {
+        const float inv = 1.0f / total;
+        *reinterpret_cast<float4*>(a.out + head * hd + c * 4) =
+            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    }
+}
+
+// ---- 3. prefill kernel (tensor cores, 3xTF32) -------------------------------------------
+
+constexpr int kPreThreads = 128;
+constexpr int kPreWarps = kPreThreads / 32;
+constexpr int kPreVecs = 16 * kPreWarps;  // (row, head) pairs per block: 16 per warp (one m16 fragment)
+constexpr int kPreKeys = 32;              // keys per K/V tile
+constexpr int kPreNFrag = kPreKeys / 8;
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+    big = to_tf32(x);
+    small = to_tf32(x - __uint_as_float(big));
+}
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += a * b with a and b split into tf32 big + small parts (the small*small term dropped).
+__device__ __forceinline__ void mma_3xtf32(float (&c)[4], const float (&a)[4], float b0, float b1) {
+    uint32_t ab[4], as[4], bb0, bs0, bb1, bs1;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) split_tf32(a[i], ab[i], as[i]);
+    split_tf32(b0, bb0, bs0);
+    split_tf32(b1, bb1, bs1);
+    mma_tf32(c, as, bb0, bb1);
+    mma_tf32(c, ab, bs0, bs1);
+    mma_tf32(c, ab, bb0, bb1);
+}
+
+// Shared memory rows are hd8 + 4 floats (hd8 = head_dim rounded up to 8): a
+// stride of 4 mod 8 words makes the fragment loads conflict-free.
+size_t prefill_smem_bytes(HeadShape heads) {
+    const size_t ld = size_t((heads.head_dim + 7) / 8 * 8 + 4);
+    return sizeof(float) * ld * (kPreVecs + 2 * 2 * kPreKeys);
+}
+
+struct PrefillArgs {
+    HeadShape heads;
+    float scale;
+    int32_t window;
+    float* out;
+};
+
+// HDP: head_dim rounded up to 8 is at most HDP (64, 128 or 256): the register arrays' size.
+template <int HDP>
+__global__ __launch_bounds__(kPreThreads) void prefill_kernel(DeviceStep st, const float* __restrict__ q,
+                                                              const float* __restrict__ k_pool,
+                                                              const float* __restrict__ v_pool, PrefillArgs a) {
+    constexpr int kOFrag = HDP / 8;
+    extern __shared__ float4 pre_smem4[];
+    __shared__ int32_t range_s[2];
+    const int32_t tile = blockIdx.x, kvh = blockIdx.y, chunk = blockIdx.z;
+    const int32_t hd = a.heads.head_dim, hd8 = (hd + 7) / 8 * 8, ld = hd8 + 4, n_heads = a.heads.n_heads;
+    const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size;
+    const int32_t seq = st.attn_tiles[3 * tile], row0 = st.attn_tiles[3 * tile + 1], count = st.attn_tiles[3 * tile + 2];
+    const int32_t vec0 = chunk * kPreVecs;
+    if (vec0 >= count * group) return;
+    const int32_t nvec = min(kPreVecs, count * group - vec0);
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    float* q_s = reinterpret_cast<float*>(pre_smem4);  // [kPreVecs][ld]
+    float* k_s = q_s + kPreVecs * ld;                   // [2][kPreKeys][ld]
+    float* v_s = k_s + 2 * kPreKeys * ld;               // [2][kPreKeys][ld]
+
+    // This thread's two fragment rows (vectors warp*16 + g8 and + 8): position and window start.
+    int32_t my_pos[2], my_first[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v < nvec) {
+            my_pos[i] = st.positions[row0 + (vec0 + v) / group];
+            my_first[i] = window_first(my_pos[i], a.window);
+        } else {
+            my_pos[i] = -1;  // no key is <= -1: the row is fully masked
+            my_first[i] = INT32_MAX;
+        }
+    }
+    // Keys the warp needs, then the block.
+    int32_t w_lo = min(my_first[0], my_first[1]), w_hi = max(my_pos[0], my_pos[1]);
+    for (int offset = 16; offset > 0; offset /= 2) {
+        w_lo = min(w_lo, __shfl_xor_sync(0xffffffffu, w_lo, offset));
+        w_hi = max(w_hi, __shfl_xor_sync(0xffffffffu, w_hi, offset));
+    }
+    if (threadIdx.x == 0) {
+        range_s[0] = INT32_MAX;
+        range_s[1] = -1;
+    }
+    __syncthreads();
+    if (lane == 0) {
+        atomicMin(&range_s[0], w_lo);
+        atomicMax(&range_s[1], w_hi);
+    }
+    __syncthreads();
+    const int32_t lo = range_s[0], hi = range_s[1];
+
+    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
+    const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
+    const int32_t c8 = hd8 / 4, c4 = hd / 4;
+    auto load_tile = [&](int stage, int32_t t0) {
+        float* ks = k_s + stage * kPreKeys * ld;
+        float* vs = v_s + stage * kPreKeys * ld;
+        for (int32_t i = threadIdx.x; i < kPreKeys * c8; i += kPreThreads) {
+            const int32_t key = i / c8, c = i - key * c8, t = t0 + key;
+            const bool ok = t <= hi && c < c4;
+            int64_t off = 0;
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 4;
+            cp_async16(ks + key * ld + c * 4, k_pool + off, ok);
+            cp_async16(vs + key * ld + c * 4, v_pool + off, ok);
+        }
+    };
+
+    const int32_t ntiles = (hi - lo + kPreKeys) / kPreKeys;
+    load_tile(0, lo);
+    cp_async_commit();
+    // Q: vector v = (row (vec0+v)/group, head (vec0+v)%group); zeros past nvec and past hd.
+    for (int32_t i = threadIdx.x; i < kPreVecs * c8; i += kPreThreads) {
+        const int32_t v = i / c8, c = i - v * c8;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (v < nvec && c < c4) {
+            const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
+            x = *reinterpret_cast<const float4*>(q + (int64_t(r) * n_heads + kvh * group + g) * hd + c * 4);
+        }
+        *reinterpret_cast<float4*>(q_s + v * ld + c * 4) = x;
+    }
+
+    float o[kOFrag][4];
+#pragma unroll
+    for (int f = 0; f < kOFrag; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const float* qw = q_s + warp * 16 * ld;
+
+    for (int32_t it = 0; it < ntiles; ++it) {
+        const int32_t t0 = lo + it * kPreKeys;
+        if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kPreKeys);
+        cp_async_commit();
+        cp_async_wait_1();
+        __syncthreads();
+        const float* ks = k_s + (it & 1) * kPreKeys * ld;
+        const float* vs = v_s + (it & 1) * kPreKeys * ld;
+
+        if (t0 <= w_hi && t0 + kPreKeys - 1 >= w_lo) {  // warp-uniform
+            // S = Q K^T: 16 x 32 per warp.
+            float s[kPreNFrag][4];
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+#pragma unroll
+            for (int kb = 0; kb < HDP / 8; ++kb) {
+                if (kb * 8 < hd8) {
+                    const float* qa = qw + kb * 8 + t4;
+                    const float af[4] = {qa[g8 * ld], qa[(g8 + 8) * ld], qa[g8 * ld + 4], qa[(g8 + 8) * ld + 4]};
+#pragma unroll
+                    for (int f = 0; f < kPreNFrag; ++f) {
+                        const float* kb_ = ks + (f * 8 + g8) * ld + kb * 8 + t4;
+                        mma_3xtf32(s[f], af, kb_[0], kb_[4]);
+                    }
+                }
+            }
+            // Masks and the online softmax; rows g8 (elements 0, 1) and g8 + 8 (elements 2, 3).
+            float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = e / 2;
+                    const int32_t key = t0 + f * 8 + 2 * t4 + (e & 1);
+                    const bool ok = key >= my_first[i] && key <= my_pos[i];
+                    s[f][e] = ok ? s[f][e] * a.scale : -INFINITY;
+                    tmax[i] = fmaxf(tmax[i], s[f][e]);
+                }
+            float alpha[2], m_use[2], tsum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
+                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
+                const float m_new = fmaxf(m[i], tmax[i]);
+                m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays at zero
+                alpha[i] = expf(m[i] - m_use[i]);
+                m[i] = m_new;
+            }
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    s[f][e] = expf(s[f][e] - m_use[e / 2]);
+                    tsum[e / 2] += s[f][e];
+                }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 1);
+                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 2);
+                l[i] = l[i] * alpha[i] + tsum[i];
+            }
+#pragma unroll
+            for (int f = 0; f < kOFrag; ++f) {
+                o[f][0] *= alpha[0];
+                o[f][1] *= alpha[0];
+                o[f][2] *= alpha[1];
+                o[f][3] *= alpha[1];
+            }
+            // O += P V. The accumulator layout of S (columns 2t, 2t+1) becomes
+            // the A layout (columns t, t+4) by reading keys in the order
+            // 0,2,4,6,1,3,5,7 within each 8: A's column t is key 2t, column t+4
+            // is key 2t+1, and V's B rows follow the same order.
+            // Each tile's P V goes into a fresh accumulator added to O with an
+            // fp32 add: the tensor cores' own accumulation truncates, which
+            // over thousands of keys would add up to a bias (~1e-5).
+#pragma unroll
+            for (int f = 0; f < kOFrag; ++f) {
+                if (f * 8 >= hd8) continue;
+                float tile_o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int kb = 0; kb < kPreNFrag; ++kb) {
+                    const float pa[4] = {s[kb][0], s[kb][2], s[kb][1], s[kb][3]};
+                    const float* vb = vs + (kb * 8 + 2 * t4) * ld + g8 + f * 8;
+                    mma_3xtf32(tile_o, pa, vb[0], vb[ld]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[f][e] += tile_o[e];
+            }
+        }
+        __syncthreads();
+    }
+
+    // Output: element e of fragment f is row g8 + 8*(e/2), column f*8 + 2*t4 + (e&1).
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v >= nvec) continue;
+        const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
+        float* out = a.out + (int64_t(r) * n_heads + kvh * group + g) * hd;
+        const float inv = 1.0f / l[i];
+#pragma unroll
+        for (int f = 0; f < kOFrag; ++f) {
+            const int32_t col = f * 8 + 2 * t4;
+            if (col < hd) *reinterpret_cast<float2*>(out + col) = make_float2(o[f][2 * i] * inv, o[f][2 * i + 1] * inv);
+        }
+    }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The fast kernels read whole float4s: head_dim a multiple of 4 and 16-byte aligned arrays.
+bool fast_path_ok(const float* q, const float* k_pool, const float* v_pool, HeadShape heads, const float* out) {
+    return heads.head_dim % 4 == 0 && heads.head_dim <= kMaxHeadDim && aligned16(q) && aligned16(k_pool) &&
+           aligned16(v_pool) && aligned16(out);
+}
+bool use_decode(const DeviceStep& st, HeadShape heads) {
+    return st.num_tokens == st.num_seqs && heads.n_heads / heads.n_kv_heads <= kDecMaxGroup;
+}
+
+// Opts in to more than 48 KB of dynamic shared memory, once per kernel.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes, size_t& allowed) {
+    if (bytes <= 48 * 1024 || bytes <= allowed) return;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    allowed = bytes;
+}
+
+template <int HDP>
+void launch_prefill(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool, HeadShape heads,
+                    float scale, int32_t window, float* out, cudaStream_t stream) {
+    static size_t allowed = 0;
+    const size_t smem = prefill_smem_bytes(heads);
+    allow_smem(prefill_kernel<HDP>, smem, allowed);
+    const int32_t group = heads.n_heads / heads.n_kv_heads;
+    const dim3 grid(st.num_attn_tiles, heads.n_kv_heads, (kAttnTileRows * group + kPreVecs - 1) / kPreVecs);
+    prefill_kernel<HDP><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
+                                                             PrefillArgs{heads, scale, window, out});
+    CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
+size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads) {
+    if (st.num_tokens == 0 || heads.n_kv_heads <= 0 || !use_decode(st, heads)) return 0;
+    const DecodePlan p = decode_plan(st, heads);
+    if (p.num_splits <= 1) return 0;
+    return sizeof(float) * size_t(st.num_tokens) * heads.n_heads * p.num_splits * size_t(heads.head_dim + 2);
+}
+
 void launch_paged_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                            HeadShape heads, float scale, int32_t window, float* out, cudaStream_t stream) {
+                            HeadShape heads, float scale, int32_t window, float* out, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
     if (st.num_tokens == 0) return;
+    const bool fast = fast_path_ok(q, k_pool, v_pool, heads, out);
+    if (fast && use_decode(st, heads)) {
+        const DecodePlan p = decode_plan(st, heads);
+        const size_t need = paged_attention_workspace_bytes(st, heads);
+        if (need <= workspace_bytes && (need == 0 || workspace)) {
+            DecodeArgs a{heads, scale, window, p.split_len, p.num_splits, nullptr, nullptr, out};
+            if (p.num_splits > 1) {
+                a.part_o = static_cast<float*>(workspace);
+                a.part_ml = a.part_o + size_t(st.num_tokens) * heads.n_heads * p.num_splits * heads.head_dim;
+            }
+            static size_t allowed = 0;
+            const size_t smem = decode_smem_bytes(heads);
+            allow_smem(decode_kernel, smem, allowed);
+            const dim3 grid(st.num_tokens, heads.n_kv_heads, p.num_splits);
+            decode_kernel<<<grid, kDecThreads, smem, stream>>>(st, q, k_pool, v_pool, a);
+            CUDA_CHECK_LAUNCH();
+            if (p.num_splits > 1) {
+                combine_kernel<<<st.num_tokens * heads.n_heads, kCombineThreads, 0, stream>>>(a);
+                CUDA_CHECK_LAUNCH();
+            }
+            return;
+        }
+    }
+    if (fast && st.attn_tiles && st.num_attn_tiles > 0) {
+        const int32_t hd8 = (heads.head_dim + 7) / 8 * 8;
+        if (hd8 <= 64)
+            launch_prefill<64>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+        else if (hd8 <= 128)
+            launch_prefill<128>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+        else
+            launch_prefill<256>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+        return;
+    }
     const dim3 grid(st.num_tokens, heads.n_heads);
-    paged_attention_kernel<<<grid, kThreads, 0, stream>>>(st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
+    reference_kernel<<<grid, kRefThreads, 0, stream>>>(st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -16,9 +16,11 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_sampler.h"
 
 namespace minfer {
 
@@ -35,6 +37,9 @@ struct CudaWeight final : PackedWeight {
     DType dtype = DType::F32;
     int64_t ld = 0;                     // elements from one row to the next
     std::optional<cuda::QType> quant;  // data holds GGUF blocks of this type as they are
+    // --quantization fp8: data holds rows x cols E4M3 bytes (ld = cols, a multiple
+    // of 16) followed by the tensor's float scale, which this points at.
+    float* fp8_scale = nullptr;
     ~CudaWeight() override { cudaFree(data); }
 };
 
@@ -65,29 +70,27 @@ DType dtype_of(const WeightView& v) {
     }
 }
 
-// Greedy rows with no logits processor are sampled on the device.
-bool argmax_is_enough(const SamplingRow& row) {
-    const SamplingParams& p = *row.params;
-    return p.greedy() && row.suppressed_ids.empty() && row.allowed_mask.empty() && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-           p.frequency_penalty == 0.0f;
-}
-
 class CudaBackend final : public Backend {
 public:
-    explicit CudaBackend(int device) {
+    explicit CudaBackend(int device, const BackendOptions& options = {}) : options_(options) {
         CUDA_CHECK(cudaSetDevice(device));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming));
+        for (cudaEvent_t* e : {&step_begin_, &step_end_[0], &step_end_[1]}) CUDA_CHECK(cudaEventCreate(e));
         gemm_ = std::make_unique<cuda::CublasLtGemm>(stream_);
+        sampler_ = std::make_unique<cuda::DeviceSampler>(stream_);
         // MINFER_CUDA_SYNC=1 waits after every op, so that a fault is reported by the op that made it.
         const char* sync = std::getenv("MINFER_CUDA_SYNC");
         sync_each_op_ = sync && *sync && std::strcmp(sync, "0") != 0;
     }
 
     ~CudaBackend() override {
+        drop_recordings();
+        for (cudaEvent_t e : {step_begin_, step_end_[0], step_end_[1]}) cudaEventDestroy(e);
         gemm_.reset();
+        sampler_.reset();
         cudaFree(scratch_);
-        cudaFree(ids_dev_);
+        cudaFree(attn_ws_);
         cudaFree(step_dev_);
         cudaFreeHost(step_host_);
         cudaEventDestroy(step_copied_);
@@ -106,20 +109,28 @@ public:
     void free(void* p) override {
         if (!p) return;
         cudaStreamSynchronize(stream_);  // no op in flight may still use it
+        drop_recordings();               // which may hold its address (a runner's buffers, its KV pool)
         cudaFree(p);
     }
     void upload(void* dst, const void* src, size_t bytes) override {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         synchronize();
+        traffic_.host_to_device_bytes += int64_t(bytes);
     }
     void download(void* dst, const void* src, size_t bytes) override {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         synchronize();
+        traffic_.device_to_host_bytes += int64_t(bytes);
     }
     size_t available_memory() const override {
         size_t free = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free, &total));
         return free;
+    }
+    size_t total_memory() const override {
+        size_t free = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free, &total));
+        return total;
     }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
@@ -162,6 +173,10 @@ public:
             synchronize();
             return w;
         }
+        if (converts_to_fp8(v)) {
+            pack_fp8(*w, v);
+            return w;
+        }
         w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
         const size_t elem = w->dtype == DType::F32 ? 4 : 2;
         const size_t bytes = size_t(v.rows) * w->ld * elem;
@@ -182,9 +197,20 @@ public:
                                                 &plan.logits_rows};
         size_t total = n;  // row_seq comes first
         for (const auto* a : arrays) total += a->size();
+        // Paged attention's query tiles: up to kAttnTileRows consecutive rows of one sequence.
+        attn_tiles_.clear();
+        for (size_t s = 0; s < seqs; ++s)
+            for (int32_t r = std::max(plan.query_start[s], 0); r < plan.query_start[s + 1] && r < int32_t(n);
+                 r += cuda::kAttnTileRows)
+                attn_tiles_.insert(attn_tiles_.end(),
+                                   {int32_t(s), r, std::min(cuda::kAttnTileRows, plan.query_start[s + 1] - r)});
+        total += attn_tiles_.size();  // after the arrays
 
         // The previous step's copy must have left the staging buffer before it is rewritten.
         CUDA_CHECK(cudaEventSynchronize(step_copied_));
+        end_step();  // a step that sampled nothing (a prefill chunk) ends where the next begins
+        CUDA_CHECK(cudaEventRecord(step_begin_, stream_));
+        step_open_ = true;
         if (total * sizeof(int32_t) > step_capacity_) grow_step_buffers(total * sizeof(int32_t));
 
         int32_t* h = step_host_;
@@ -200,8 +226,12 @@ public:
             starts[i] = d + offset;
             offset += arrays[i]->size();
         }
+        std::copy(attn_tiles_.begin(), attn_tiles_.end(), h + offset);
+        step_.attn_tiles = d + offset;
+        step_.num_attn_tiles = int32_t(attn_tiles_.size() / 3);
         CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
         CUDA_CHECK(cudaEventRecord(step_copied_, stream_));
+        traffic_.host_to_device_bytes += int64_t(total * sizeof(int32_t));
 
         step_.row_seq = d;
         step_.token_ids = starts[0];
@@ -257,14 +287,32 @@ public:
     void paged_attention(const float* q, const AttentionParams& a, const KVCache& cache, int32_t layer,
                          float* out) override {
         check_heads(a);
-        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], {a.n_heads, a.n_kv_heads, a.head_dim},
-                                     a.scale, a.window, out, stream_);
+        const cuda::HeadShape heads{a.n_heads, a.n_kv_heads, a.head_dim};
+        // The decode kernel's split partials: the buffer only grows (after the stream has drained).
+        const size_t ws = cuda::paged_attention_workspace_bytes(step_, heads);
+        if (ws > attn_ws_bytes_) {
+            workspace_moved();
+            synchronize();
+            CUDA_CHECK(cudaFree(attn_ws_));
+            attn_ws_ = nullptr;
+            attn_ws_bytes_ = 0;
+            CUDA_CHECK(cudaMalloc(&attn_ws_, ws));
+            attn_ws_bytes_ = ws;
+        }
+        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], heads, a.scale, a.window, out,
+                                     attn_ws_, attn_ws_bytes_, stream_);
         after_op();
     }
 
     void matmul(const float* x, const PackedWeight& pw, const float* bias, int32_t rows, float* out) override {
         const auto& w = static_cast<const CudaWeight&>(pw);
-        if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
+        const uint64_t gemm_moves = gemm_->buffer_moves();
+        if (w.fp8_scale && rows <= cuda::kFp8GemvMaxRows) {
+            cuda::launch_fp8_gemv(x, rows, int32_t(w.cols), static_cast<const uint8_t*>(w.data), w.fp8_scale,
+                                  int32_t(w.rows), out, stream_);
+        } else if (w.fp8_scale) {
+            gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
+        } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
         } else if (w.quant) {
             cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
@@ -272,6 +320,7 @@ public:
         } else {
             gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
         }
+        if (gemm_->buffer_moves() != gemm_moves) workspace_moved();
         if (bias) cuda::launch_add_bias(out, bias, rows, w.rows, stream_);
         after_op();
     }
@@ -296,30 +345,124 @@ public:
         after_op();
     }
 
-    // Every row's argmax is taken on the device; rows that need more than an
-    // argmax (temperature, penalties, bias) are sampled on the host by the
-    // reference sampler over their downloaded logits, so results equal the CPU's.
+    // Every row is sampled on the device (device_sampler.cpp, sampling_device.cu),
+    // as the reference sampler does; only the ids come back.
     void sample(float* logits, int32_t vocab, std::span<const SamplingRow> rows, int32_t* out_ids) override {
-        const int32_t n = int32_t(rows.size());
-        if (n == 0) return;
-        if (size_t(n) > ids_capacity_) {
-            synchronize();
-            CUDA_CHECK(cudaFree(ids_dev_));
-            ids_dev_ = nullptr;
-            CUDA_CHECK(cudaMalloc(&ids_dev_, size_t(n) * sizeof(int32_t)));
-            ids_capacity_ = size_t(n);
+        traffic_.host_to_device_bytes += int64_t(sampler_->sample(logits, vocab, rows, out_ids));
+        traffic_.device_to_host_bytes += int64_t(rows.size() * sizeof(int32_t));
+        after_op();
+        end_step();
+    }
+
+    bool can_record() const override { return !sync_each_op_; }
+
+    void run_recorded(uint64_t key, const std::function<void()>& ops) override {
+        Recording& r = recordings_[key];
+        if (r.exec) {
+            CUDA_CHECK(cudaGraphLaunch(r.exec, stream_));
+            return;
         }
-        cuda::launch_argmax_rows(logits, n, vocab, ids_dev_, stream_);
-        download(out_ids, ids_dev_, size_t(n) * sizeof(int32_t));
-        for (int32_t i = 0; i < n; ++i) {
-            if (argmax_is_enough(rows[i])) continue;
-            host_row_.resize(size_t(vocab));
-            download(host_row_.data(), logits + int64_t(i) * vocab, size_t(vocab) * sizeof(float));
-            out_ids[i] = sample_row(host_row_, rows[i]);
+        if (r.eager_runs++ == 0) {  // the first run sizes the workspaces and picks the GEMM algorithms
+            ops();
+            return;
         }
+        // Capture, relaunching nothing: a workspace that grew during capture
+        // would leave the recording pointing at freed memory, so growth throws there.
+        const uint64_t generation = workspace_generation_;
+        cudaGraph_t graph = nullptr;
+        CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        capturing_ = true;
+        try {
+            ops();
+        } catch (...) {
+            capturing_ = false;
+            cudaStreamEndCapture(stream_, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            throw;
+        }
+        capturing_ = false;
+        CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        if (generation != workspace_generation_) throw std::logic_error("cuda: a workspace grew while recording a step");
+        const cudaError_t instantiated = cudaGraphInstantiate(&r.exec, graph, 0);
+        cudaGraphDestroy(graph);
+        CUDA_CHECK(instantiated);
+        ++traffic_.recordings;
+        CUDA_CHECK(cudaGraphLaunch(r.exec, stream_));
+    }
+
+    StepTraffic traffic() const override { return traffic_; }
+    void reset_traffic() override {
+        const int32_t recordings = traffic_.recordings;
+        traffic_ = {};
+        traffic_.recordings = recordings;
+        have_last_end_ = false;
     }
 
 private:
+    // --quantization fp8 converts the transformer layers' dense matrices ("blk.*";
+    // not the embedding table nor the LM head, as vLLM) whose rows are whole
+    // 16-byte words, as cuBLASLt's FP8 kernels need; the others load as usual.
+    bool converts_to_fp8(const WeightView& v) const {
+        if (options_.quantization != WeightQuantization::FP8 || v.name.rfind("blk.", 0) != 0) return false;
+        if (v.type != GGMLType::F32 && v.type != GGMLType::F16 && v.type != GGMLType::BF16) return false;
+        return v.rows > 0 && v.cols > 0 && v.cols % 16 == 0 && v.rows % 4 == 0;
+    }
+
+    // Uploads the weight as it is into a temporary buffer and converts it on the device.
+    void pack_fp8(CudaWeight& w, const WeightView& v) {
+        const size_t elem = w.dtype == DType::F32 ? 4 : 2;
+        const size_t count = size_t(v.rows) * size_t(v.cols);
+        void* staged = alloc(count * elem);
+        try {
+            w.ld = v.cols;
+            w.data = alloc(count + 16);  // then the scale and an amax scratch (count is a multiple of 16)
+            w.fp8_scale = reinterpret_cast<float*>(static_cast<uint8_t*>(w.data) + count);
+            CUDA_CHECK(cudaMemcpyAsync(staged, v.data, count * elem, cudaMemcpyHostToDevice, stream_));
+            cuda::launch_fp8_quantize_weight(staged, w.dtype, v.rows, v.cols, static_cast<uint8_t*>(w.data),
+                                             w.fp8_scale, w.fp8_scale + 1, stream_);
+            synchronize();
+        } catch (...) {
+            free(staged);
+            throw;
+        }
+        free(staged);
+        w.converted_bytes = count;
+    }
+
+    struct Recording {
+        cudaGraphExec_t exec = nullptr;
+        int32_t eager_runs = 0;
+    };
+
+    // Recordings hold the addresses of every buffer they use: when one moves, they all go.
+    void workspace_moved() {
+        if (capturing_) throw std::logic_error("cuda: a workspace grew while recording a step");
+        ++workspace_generation_;
+        drop_recordings();
+    }
+    void drop_recordings() {
+        for (auto& [key, r] : recordings_)
+            if (r.exec) cudaGraphExecDestroy(r.exec);
+        recordings_.clear();
+    }
+
+    // Closes a step after its ids came back: its end on the device timeline,
+    // and the idle gap before it began (the previous step's end to its start).
+    void end_step() {
+        if (!step_open_) return;
+        step_open_ = false;
+        cudaEvent_t end = step_end_[traffic_.steps % 2];
+        CUDA_CHECK(cudaEventRecord(end, stream_));
+        CUDA_CHECK(cudaEventSynchronize(end));
+        if (have_last_end_) {
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, step_end_[(traffic_.steps + 1) % 2], step_begin_));
+            traffic_.idle_gaps_us.push_back(std::max(0.0, double(ms) * 1e3));
+        }
+        have_last_end_ = true;
+        ++traffic_.steps;
+    }
+
     static void check_heads(const AttentionParams& a) {
         if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
             throw std::invalid_argument("cuda: n_heads must be a positive multiple of n_kv_heads");
@@ -334,6 +477,7 @@ private:
     // Grows the step's device and staging buffers (rarely: they only grow).
     void grow_step_buffers(size_t bytes) {
         const size_t capacity = std::max({bytes, 2 * step_capacity_, size_t(64) << 10});
+        workspace_moved();
         synchronize();
         CUDA_CHECK(cudaFree(step_dev_));
         CUDA_CHECK(cudaFreeHost(step_host_));
@@ -351,6 +495,7 @@ private:
     size_t scratch_bytes_ = 0;
     std::unique_ptr<cuda::CublasLtGemm> gemm_;
     bool sync_each_op_ = false;
+    BackendOptions options_;
 
     // The current step: its arrays in one device buffer, staged through pinned memory.
     cuda::DeviceStep step_;
@@ -359,14 +504,30 @@ private:
     size_t step_capacity_ = 0;
     const int32_t* host_token_ids_ = nullptr;  // in step_host_, for the vocabulary check
 
-    int32_t* ids_dev_ = nullptr;  // sampled ids
-    size_t ids_capacity_ = 0;
-    std::vector<float> host_row_;  // logits of a row sampled on the host
+    std::unique_ptr<cuda::DeviceSampler> sampler_;
+
+    std::vector<int32_t> attn_tiles_;  // (sequence, first row, rows) triples of the current step
+    void* attn_ws_ = nullptr;          // paged attention's split partials (only grows)
+    size_t attn_ws_bytes_ = 0;
+
+    // Recorded steps (CUDA graphs) by bucket key.
+    std::unordered_map<uint64_t, Recording> recordings_;
+    uint64_t workspace_generation_ = 0;
+    bool capturing_ = false;
+
+    // Step timeline and traffic.
+    StepTraffic traffic_;
+    cudaEvent_t step_begin_ = nullptr;
+    cudaEvent_t step_end_[2] = {};
+    bool step_open_ = false;
+    bool have_last_end_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const BackendOptions& options) {
+    return std::make_unique<CudaBackend>(device, options);
+}
 
 std::string cuda_device_summary(int device) {
     cudaDeviceProp p{};

@@ -11,7 +11,8 @@
 namespace minfer {
 
 // Throws std::runtime_error when there is no such device or CUDA cannot start.
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// options.quantization FP8: the layers' dense weights become E4M3 at pack_weight.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, const BackendOptions& options = {});
 
 // One line about the device and the CUDA versions, e.g. for a test's header.
 std::string cuda_device_summary(int device = 0);

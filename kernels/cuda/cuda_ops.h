@@ -26,7 +26,13 @@ struct DeviceStep {
     int32_t max_blocks_per_seq = 0;
     int32_t num_logit_rows = 0;
     int32_t block_size = 16;
+    // Paged attention's query tiles (attention.cu's tensor-core kernel): up to
+    // kAttnTileRows consecutive rows of one sequence each, as (sequence, first
+    // row, row count) triples; built by CudaBackend::set_step from query_start.
+    const int32_t* attn_tiles = nullptr;
+    int32_t num_attn_tiles = 0;
 };
+constexpr int kAttnTileRows = 64;
 
 enum class DType : int32_t { F32, F16, BF16 };
 
@@ -62,12 +68,77 @@ void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const 
 
 // ---- attention.cu ------------------------------------------------------------------
 constexpr int kMaxHeadDim = 256;
+// Scratch the decode kernel's split partials need for this step and head shape
+// (0 when none). It depends only on num_tokens, num_seqs, max_blocks_per_seq,
+// block_size and the heads, as does the decode launch (CUDA-graph safe).
+size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads);
+// workspace: device memory of at least paged_attention_workspace_bytes(st, heads)
+// bytes (workspace_bytes says how much there is; too little falls back to slower kernels).
 void launch_paged_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                            HeadShape heads, float scale, int32_t window, float* out, cudaStream_t stream);
+                            HeadShape heads, float scale, int32_t window, float* out, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
 // out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule).
 void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, int32_t* out_ids, cudaStream_t stream);
+
+// ---- sampling_device.cu ----------------------------------------------------------------
+// The whole of engine/sampling.cpp's sample_row on the device. The host packs
+// each step's rows (device_sampler.cpp) into one upload; every struct here is
+// made of 4-byte fields only, so the sections of that upload are arrays of words.
+struct SampleRowParams {
+    float temperature = 1.0f;  // <= 0: greedy (the row takes the argmax; not in sampled_rows)
+    int32_t top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    float repetition_penalty = 1.0f;
+    uint32_t seed_lo = 0, seed_hi = 0;
+    uint32_t stream_lo = 0, stream_hi = 0;
+    uint32_t pos_lo = 0, pos_hi = 0;
+    int32_t entry_begin = 0, entry_end = 0;  // this row's SampleTokenEntry range
+    int32_t mask_begin = 0;                  // first word of its allowed mask in `masks`
+    int32_t mask_words = -1;                 // -1: no mask; else words present (tokens past them are disallowed)
+};
+// One distinct token id of a row whose logit is edited, with its edits in
+// sample_row's order: biases (added one by one), suppression, repetition
+// penalty, presence/frequency penalty.
+constexpr int32_t kEntrySuppressed = 1;  // logit = -inf
+constexpr int32_t kEntrySeen = 2;        // in prompt or output, and repetition_penalty != 1
+constexpr int32_t kEntryPenalised = 4;   // logit -= penalty (presence + frequency * count, computed on the host)
+struct SampleTokenEntry {
+    int32_t id = 0;
+    int32_t flags = 0;
+    int32_t bias_begin = 0, bias_end = 0;  // range in `biases`
+    float penalty = 0.0f;
+};
+struct DeviceSampling {
+    const SampleRowParams* rows = nullptr;  // one per logits row
+    const SampleTokenEntry* entries = nullptr;
+    const float* biases = nullptr;
+    const uint32_t* masks = nullptr;
+    const int32_t* sampled_rows = nullptr;  // the non-greedy rows, ascending
+    const int32_t* seg_offsets = nullptr;   // i * vocab for i in 0..max rows per sort chunk
+    int32_t num_rows = 0;
+    int32_t num_sampled = 0;
+};
+// Applies each row's mask and token entries to its logits in place (one block per row).
+void launch_sample_processors(const DeviceSampling& s, float* logits, int32_t rows, int32_t vocab,
+                              cudaStream_t stream);
+// Scratch for sampling `chunk` rows of `vocab` at once: four arrays of
+// chunk * vocab elements and CUB's temporary storage.
+struct SampleScratch {
+    float* keys[2] = {nullptr, nullptr};
+    int32_t* vals[2] = {nullptr, nullptr};
+    void* temp = nullptr;
+    size_t temp_bytes = 0;
+};
+// Bytes of CUB temporary storage for sorting `chunk` rows of `vocab` (no launch).
+size_t sample_sort_temp_bytes(int32_t chunk, int32_t vocab);
+// Samples rows sampled_rows[first .. first + count) (count <= the scratch's chunk):
+// sort by (logit desc, id asc), top-k, temperature, top-p, min-p, inverse CDF
+// with philox_uniform(seed, stream, position); writes out_ids[row].
+void launch_sample_sorted(const DeviceSampling& s, const float* logits, int32_t vocab, int32_t first,
+                          int32_t count, const SampleScratch& scratch, int32_t* out_ids, cudaStream_t stream);
 
 // ---- matmul_quant.cu ---------------------------------------------------------------------
 // Quantized weights kept in their GGUF blocks (quant_blocks.cuh decodes them):
@@ -87,6 +158,25 @@ void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_
 void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
                           cudaStream_t stream);
 
+// ---- matmul_fp8.cu (--quantization fp8) -----------------------------------------------------
+// FP8 E4M3 weights with one float scale per tensor, kept in device memory:
+// W ~= scale * W8, scale = absmax(W) / 448, W8 = e4m3(W / scale) (round to
+// nearest even, saturating). k must be a multiple of 16 (rows of 16-byte words).
+constexpr float kFp8Max = 448.0f;
+constexpr int kFp8GemvMaxRows = 8;
+// w8[n, k] = e4m3(w / *scale) of w[n, k] of `type` (device memory), with *scale =
+// absmax / 448 (1 when w is all zeros) computed and written on the device.
+// amax: one float of device scratch.
+void launch_fp8_quantize_weight(const void* w, DType type, int64_t n, int64_t k, uint8_t* w8, float* scale,
+                                float* amax, cudaStream_t stream);
+// The activations' twin for the GEMM: xq[rows, k] = e4m3(x / *scale), *scale =
+// absmax(x) / 448, all on the device (nothing is read back; graph-capturable).
+void launch_fp8_quantize_act(const float* x, int64_t rows, int64_t k, uint8_t* xq, float* scale, float* amax,
+                             cudaStream_t stream);
+// out[rows, n] = *scale * x[rows, k] * W8^T, rows in 1..kFp8GemvMaxRows; fp32 activations and accumulation.
+void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
+                     float* out, cudaStream_t stream);
+
 // ---- matmul_cublaslt.cu -----------------------------------------------------------------
 // out[rows, n] = x[rows, k] * W^T, W stored as n rows of `ldw` elements (ldw >= k;
 // for half types the padding columns hold zeros). F32 weights run in exact
@@ -100,6 +190,14 @@ public:
     CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
     void run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw, float* out);
+    // The FP8 twin: x quantized to E4M3 with a per-tensor scale computed on the
+    // device, then an E4M3 x E4M3 GEMM (fp32 accumulation and output) scaled by
+    // *w_scale * x's scale through cuBLASLt's A/B scale pointers. w8: n rows of k
+    // bytes, k a multiple of 16. No host sync once a shape has been seen.
+    void run_fp8(const float* x, int32_t rows, int64_t k, const uint8_t* w8, const float* w_scale, int64_t n,
+                 float* out);
+    // How often the converted-activation buffer has moved (a recorded step must be recorded again).
+    uint64_t buffer_moves() const;
 
 private:
     struct Impl;

@@ -10,9 +10,14 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "kernels/cuda/cuda_check.h"
@@ -50,6 +55,11 @@ __global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64
     }
 }
 
+__global__ void widen_bf16_kernel(const __nv_bfloat16* in, int64_t total, float* out) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        out[i] = __bfloat162float(in[i]);
+}
+
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t total) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
         out[i] += bias[i % n];
@@ -69,6 +79,9 @@ struct Plan {
     cublasLtMatmulAlgo_t algo{};
 };
 
+// Plan types past DType's: E4M3 x E4M3 with an fp32 output, or a bf16 one.
+constexpr int kPlanFp8 = 100, kPlanFp8Bf16Out = 101;
+
 // (type, m, n, k, lda, ldb, alignment of A, B, D)
 using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
 
@@ -80,9 +93,33 @@ struct CublasLtGemm::Impl {
     void* workspace = nullptr;
     void* xh = nullptr;  // converted activations (F16/BF16 weights)
     size_t xh_bytes = 0;
+    uint64_t moves = 0;  // times xh was reallocated
     std::map<PlanKey, Plan> plans;
+    // FP8: amax and scale of the activations (device), and the bf16 output
+    // scratch for shapes where cuBLASLt has no fp32-output FP8 kernel.
+    float* fp8_scalars = nullptr;
+    void* fp8_out = nullptr;
+    size_t fp8_out_bytes = 0;
+    std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
+    void* fp8_wide = nullptr;          // fp8 weights widened to bf16 (the last resort)
+    size_t fp8_wide_bytes = 0;
 
-    const Plan& plan_for(const PlanKey& key, cudaDataType_t ab_type) {
+    // Grows buf to at least `bytes` (only ever on growth: a step that fits
+    // allocates nothing, so a warmed-up shape can be captured in a graph).
+    void grow(void*& buf, size_t& capacity, size_t bytes) {
+        if (bytes <= capacity) return;
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CUDA_CHECK(cudaFree(buf));
+        buf = nullptr;
+        capacity = 0;
+        CUDA_CHECK(cudaMalloc(&buf, bytes));
+        capacity = bytes;
+        ++moves;
+    }
+
+    // fp8: the A/B scale pointers (device) the heuristic sees; later calls set their own.
+    const Plan& plan_for(const PlanKey& key, cudaDataType_t ab_type, cudaDataType_t d_type = CUDA_R_32F,
+                         const float* a_scale = nullptr, const float* b_scale = nullptr) {
         auto it = plans.find(key);
         if (it != plans.end()) return it->second;
         const auto [type, m, n, k, lda, ldb, align_a, align_b, align_d] = key;
@@ -91,9 +128,21 @@ struct CublasLtGemm::Impl {
         const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+        if (a_scale || b_scale) {
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                                        sizeof(a_scale)));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                                        sizeof(b_scale)));
+            // Fast accumulation (no periodic promotion of the tensor cores' partial
+            // sums to fp32) is faster and less accurate: off unless asked for.
+            const char* fast = std::getenv("MINFER_FP8_FAST_ACCUM");
+            const int8_t fast_accum = fast && *fast && std::strcmp(fast, "0") != 0 ? 1 : 0;
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                                        sizeof(fast_accum)));
+        }
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, k, m, lda));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, k, n, ldb));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, m, n, m));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, m));
 
         cublasLtMatmulPreference_t pref = nullptr;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -130,6 +179,9 @@ struct CublasLtGemm::Impl {
 
     ~Impl() {
         for (auto& [key, p] : plans) destroy(p);
+        cudaFree(fp8_scalars);
+        cudaFree(fp8_out);
+        cudaFree(fp8_wide);
         cudaFree(xh);
         cudaFree(workspace);
         if (handle) cublasLtDestroy(handle);
@@ -143,6 +195,8 @@ CublasLtGemm::CublasLtGemm(cudaStream_t stream) : impl_(std::make_unique<Impl>()
 }
 
 CublasLtGemm::~CublasLtGemm() = default;
+
+uint64_t CublasLtGemm::buffer_moves() const { return impl_->moves; }
 
 void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw,
                        float* out) {
@@ -160,6 +214,7 @@ void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, D
             s.xh = nullptr;
             CUDA_CHECK(cudaMalloc(&s.xh, bytes));
             s.xh_bytes = bytes;
+            ++s.moves;
         }
         const int64_t total = int64_t(rows) * ldw;
         if (type == DType::BF16)
@@ -177,6 +232,87 @@ void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, D
     const float alpha = 1.0f, beta = 0.0f;  // beta = 0: out is written, never read
     CUBLAS_CHECK(cublasLtMatmul(s.handle, p.desc, &alpha, w, p.a, b, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                 s.workspace, kWorkspaceBytes, s.stream));
+}
+
+namespace {
+// w8 [n x k] e4m3 times its scale, as bf16: the last-resort fp8 path.
+__global__ void fp8_to_bf16_kernel(const __nv_fp8_e4m3* w8, const float* scale, int64_t total, __nv_bfloat16* out) {
+    const float s = *scale;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        out[i] = __float2bfloat16(float(w8[i]) * s);
+}
+}  // namespace
+
+// Tries, per shape and once: the FP8 GEMM with fp32 output, then with bf16
+// output widened after, and when cuBLASLt supports neither (it may refuse at
+// run time what its heuristic offered), the weights widened to bf16 into the
+// plain bf16 GEMM. The path that worked is remembered.
+void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_t* w8, const float* w_scale,
+                           int64_t n, float* out) {
+    if (rows == 0 || n == 0) return;
+    if (k % 16) throw std::invalid_argument("fp8 gemm: k must be a multiple of 16");
+    Impl& s = *impl_;
+    const PlanKey shape{kPlanFp8, n, rows, k, k, k, 0, 0, 0};
+    int& mode = s.fp8_mode[shape];  // 0: fp32 out, 1: bf16 out, 2: widened weights
+    if (mode == 2) {
+        s.grow(s.fp8_wide, s.fp8_wide_bytes, size_t(n) * size_t(k) * 2);
+        const int64_t total = n * k;
+        fp8_to_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
+            reinterpret_cast<const __nv_fp8_e4m3*>(w8), w_scale, total, static_cast<__nv_bfloat16*>(s.fp8_wide));
+        CUDA_CHECK_LAUNCH();
+        run(x, rows, k, s.fp8_wide, DType::BF16, n, k, out);
+        return;
+    }
+    if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 2 * sizeof(float)));
+    float* amax = s.fp8_scalars;
+    float* x_scale = s.fp8_scalars + 1;
+    s.grow(s.xh, s.xh_bytes, size_t(rows) * size_t(k));
+    auto* xq = static_cast<uint8_t*>(s.xh);
+    launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);
+
+    // D = (w_scale * W8) * (x_scale * X8): A = W8 (k x n, transposed), B = X8
+    // (k x rows, not transposed): the TN layout that FP8 needs.
+    const float alpha = 1.0f, beta = 0.0f;
+    if (mode == 0) {
+        const PlanKey key{kPlanFp8, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
+        try {
+            const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, CUDA_R_32F, w_scale, x_scale);
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
+                                                        sizeof(w_scale)));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
+                                                        sizeof(x_scale)));
+            if (cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, out, p.d, out, p.d, &p.algo,
+                               s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS)
+                return;
+        } catch (const std::runtime_error&) {
+        }
+        mode = 1;
+    }
+    if (mode == 1) {
+        s.grow(s.fp8_out, s.fp8_out_bytes, size_t(rows) * size_t(n) * 2);
+        const PlanKey key16{kPlanFp8Bf16Out, n, rows, k, k, k, alignment(w8, k), alignment(xq, k),
+                            alignment(s.fp8_out, n * 2)};
+        try {
+            const Plan& p = s.plan_for(key16, CUDA_R_8F_E4M3, CUDA_R_16BF, w_scale, x_scale);
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
+                                                        sizeof(w_scale)));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
+                                                        sizeof(x_scale)));
+            if (cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, s.fp8_out, p.d, s.fp8_out, p.d,
+                               &p.algo, s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS) {
+                const int64_t total = int64_t(rows) * n;
+                widen_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
+                    static_cast<const __nv_bfloat16*>(s.fp8_out), total, out);
+                CUDA_CHECK_LAUNCH();
+                return;
+            }
+        } catch (const std::runtime_error&) {
+        }
+        mode = 2;
+    }
+    std::fprintf(stderr, "minfer: cuBLASLt runs no FP8 GEMM for n=%lld k=%lld rows=%d here; widening to bf16\n",
+                 (long long)n, (long long)k, rows);
+    run_fp8(x, rows, k, w8, w_scale, n, out);
 }
 
 void launch_add_bias(float* out, const float* bias, int32_t rows, int64_t n, cudaStream_t stream) {

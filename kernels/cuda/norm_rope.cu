@@ -65,6 +65,8 @@ __global__ void rope_kv_write_kernel(DeviceStep st, float* q, const float* k, co
         x[p.y] = a * s + b * c;
     }
 
+    // A padding row of a recorded step has no slot: nothing to write.
+    if (st.slot_mapping[row] < 0) return;
     const int32_t kv_row = hs.n_kv_heads * hd;
     const float* k_src = k + int64_t(row) * kv_row;
     const float* v_src = v + int64_t(row) * kv_row;

@@ -9,7 +9,8 @@
 //
 // Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench]
 //
-// --bench instead times the quantized matmul on Llama-3-8B's shapes: the GEMV
+// --bench instead times paged attention (decode GB/s of K/V, prefill TFLOP/s)
+// and the quantized matmul on Llama-3-8B's shapes: the GEMV
 // (1 and 8 rows) in GB/s of weights, and a 512-row prefill (bf16 widening +
 // GEMM) in TFLOP/s.
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "engine/float16.h"
 #include "engine/quant.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/gpu/fp8_host.h"
 
 using namespace minfer;
 
@@ -42,7 +44,15 @@ constexpr double kF32 = 1e-5;       // fp32 on both sides, different summation o
 constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
-constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+constexpr double kQ8Gemm = 2e-2;
+// --quantization fp8, against a host model of the same rounding (fp8_host.h):
+constexpr double kFp8Gemv = 3e-5;   // fp32 FMAs on exact e4m3 weights: only the summation order differs
+constexpr double kFp8Gemm = 5e-4;   // Hopper's FP8 tensor cores keep ~14-bit partial sums between fp32 promotions
+constexpr double kFp8Real = 6e-2;   // against the unquantized f32 product: e4m3's 3-bit mantissa (~3% per operand)    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+// Attention: 3xTF32 products on the tensor cores (~2^-21 relative each) and
+// fp32 online softmax; the CPU sums scores and outputs sequentially in fp32.
+constexpr double kAttn = 2e-5;
+constexpr double kAttnLong = 5e-5;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
 
 // The quantized types the CUDA backend keeps quantized.
 const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
@@ -287,41 +297,78 @@ public:
                     const int32_t bs = block_sizes[i % 3], window = windows[(i / 3) % 3];
                     const int32_t nkv = hd == 256 ? 1 : 2, nh = nkv * ratio;
                     ++i;
-                    const std::string shape = fmt("hd=%d heads=%d/%d bs=%d window=%d %s(%s)", hd, nh, nkv, bs, window,
-                                                  kind.name, seqs_text(kind.seqs).c_str());
-                    run("paged_attention", shape, kF32, [&] {
-                        const int32_t num_blocks = blocks_needed(kind.seqs, bs) + 3;
-                        const StepPlan plan = make_plan(rng_, kind.seqs, bs, num_blocks, 1000);
-                        set_step(plan, bs);
-                        const int32_t n = plan.num_tokens();
-                        const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
-                        const size_t pool = cs.floats_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
-                        // NaN everywhere but the slots of the sequences' tokens, so
-                        // that a read outside the block tables or past the context shows.
-                        std::vector<float> k(pool, kNaN), v(pool, kNaN);
-                        for (int32_t s = 0; s < plan.num_seqs(); ++s)
-                            for (int32_t t = 0; t < plan.context_lens[s]; ++t) {
-                                const int32_t block = plan.block_tables[size_t(s) * plan.max_blocks_per_seq + t / bs];
-                                const size_t slot = size_t(block) * bs + t % bs;
-                                for (size_t j = 0; j < kv_row; ++j) {
-                                    k[slot * kv_row + j] = normal_(rng_);
-                                    v[slot * kv_row + j] = normal_(rng_);
-                                }
-                            }
-                        const std::vector<float> nan_layer(pool, kNaN);
-                        const std::vector<float> q = randn(size_t(n) * nh * hd);
-                        const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
-
-                        DeviceArena g(gpu_);
-                        KVCache cache_c{cs, {nullptr, k.data()}, {nullptr, v.data()}};
-                        KVCache cache_g{cs, {g.copy(nan_layer), g.copy(k)}, {g.copy(nan_layer), g.copy(v)}};
-                        std::vector<float> ref(q.size(), kNaN);
-                        float* out = g.poisoned(q.size());
-                        cpu_.paged_attention(q.data(), attn, cache_c, 1, ref.data());
-                        gpu_.paged_attention(g.copy(q), attn, cache_g, 1, out);
-                        return rel_error(g.fetch(out, ref.size()), ref);
-                    });
+                    attention_case(hd, nh, nkv, bs, window, kind.name, kind.seqs, kAttn);
                 }
+        // The fast kernels' shapes: head dims (72: a multiple of 8; 100: of 4
+        // only, padded to 104 on the tensor cores; 66: the scalar fallback),
+        // GQA ratios, block sizes (5: tiles straddle blocks), windows, and
+        // steps with hundreds of rows per sequence and thousands of keys.
+        const std::vector<PlanKind> kinds = {
+            {"decode", {{1, 1}, {1, 700}, {1, 2100}, {1, 1500}, {1, 33}}},
+            {"prefill", {{512, 512}}},
+            {"mixed", {{300, 2000}, {1, 900}, {4, 1200}, {1, 50}, {1, 2500}}},
+        };
+        const int32_t dims2[] = {64, 80, 128, 256, 72, 100, 66};
+        const int32_t ratios2[] = {1, 4, 8};
+        const int32_t block_sizes2[] = {16, 32, 5};
+        const int32_t windows2[] = {0, 100, 4096};
+        int j = 0;
+        for (int32_t hd : dims2)
+            for (int32_t ratio : ratios2)
+                for (const PlanKind& kind : kinds) {
+                    const int32_t bs = block_sizes2[j % 3], window = windows2[(j / 3 + j) % 3];
+                    ++j;
+                    attention_case(hd, 2 * ratio, 2, bs, window, kind.name, kind.seqs, kAttn);
+                }
+        // Long contexts (fp32 sums over tens of thousands of keys on the CPU
+        // side too: a looser threshold), prefills of 1000 rows, and GQA 16.
+        attention_case(128, 32, 8, 16, 0, "decode", {{1, 32768}, {1, 16384}, {1, 4096}, {1, 1000}, {1, 3}}, kAttnLong);
+        attention_case(128, 32, 8, 32, 4096, "decode", {{1, 32768}, {1, 5000}, {1, 4096}}, kAttnLong);
+        attention_case(64, 16, 2, 16, 0, "decode", {{1, 16384}, {1, 8191}, {1, 16383}}, kAttnLong);
+        attention_case(256, 8, 1, 16, 100, "decode", {{1, 16384}, {1, 101}}, kAttnLong);
+        attention_case(128, 32, 8, 16, 0, "prefill", {{1000, 1000}}, kAttn);
+        attention_case(80, 8, 4, 5, 100, "prefill", {{1000, 1000}}, kAttn);
+        attention_case(128, 32, 2, 16, 0, "mixed", {{300, 2000}, {1, 4000}, {4, 700}, {1, 17}}, kAttn);
+        attention_case(128, 32, 2, 16, 0, "decode", {{1, 3000}, {1, 1}, {1, 64}}, kAttn);
+    }
+
+    void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
+                        const std::vector<Seq>& seqs, double threshold) {
+        const std::string shape =
+            fmt("hd=%d heads=%d/%d bs=%d window=%d %s(%s)", hd, nh, nkv, bs, window, kind_name, seqs_text(seqs).c_str());
+        run("paged_attention", shape, threshold, [&] {
+            const int32_t num_blocks = blocks_needed(seqs, bs) + 3;
+            const StepPlan plan = make_plan(rng_, seqs, bs, num_blocks, 1000);
+            set_step(plan, bs);
+            const int32_t n = plan.num_tokens();
+            const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
+            const size_t pool = cs.floats_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
+            // NaN everywhere but the slots of the sequences' tokens, so
+            // that a read outside the block tables or past the context shows.
+            std::vector<float> k(pool, kNaN), v(pool, kNaN);
+            for (int32_t s = 0; s < plan.num_seqs(); ++s)
+                for (int32_t t = 0; t < plan.context_lens[s]; ++t) {
+                    const int32_t block = plan.block_tables[size_t(s) * plan.max_blocks_per_seq + t / bs];
+                    const size_t slot = size_t(block) * bs + t % bs;
+                    for (size_t j = 0; j < kv_row; ++j) {
+                        k[slot * kv_row + j] = normal_(rng_);
+                        v[slot * kv_row + j] = normal_(rng_);
+                    }
+                }
+            const std::vector<float> q = randn(size_t(n) * nh * hd);
+            const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+
+            DeviceArena g(gpu_);
+            // Layer 0 is NaN: only layer 1 may be read.
+            float* nan_layer = g.poisoned(pool);
+            KVCache cache_c{cs, {nullptr, k.data()}, {nullptr, v.data()}};
+            KVCache cache_g{cs, {nan_layer, g.copy(k)}, {nan_layer, g.copy(v)}};
+            std::vector<float> ref(q.size(), kNaN);
+            float* out = g.poisoned(q.size());
+            cpu_.paged_attention(q.data(), attn, cache_c, 1, ref.data());
+            gpu_.paged_attention(g.copy(q), attn, cache_g, 1, out);
+            return rel_error(g.fetch(out, ref.size()), ref);
+        });
     }
 
     struct Shape {
@@ -477,6 +524,137 @@ public:
             });
     }
 
+    // 64 rows mixing every processor and sampler, with seeds, streams and
+    // positions varying: the device sampler must pick the reference's ids.
+    void sample_mixed() {
+        for (int32_t vocab : {2, 512, 32000, 128256, 151936, 262144})
+            run("sample", fmt("vocab=%d rows=64 (mixed processors, samplers, seeds)", vocab), 0.0, [&] {
+                constexpr int32_t rows = 64;
+                std::vector<float> logits = randn(size_t(rows) * vocab, 2.0f);
+                std::vector<SamplingParams> params(rows);
+                std::vector<std::vector<int32_t>> prompts(rows), outputs(rows), suppressed(rows);
+                std::vector<std::vector<uint32_t>> masks(rows);
+                for (int32_t r = 0; r < rows; ++r)
+                    make_sampling_row(r, vocab, logits.data() + size_t(r) * vocab, params[r], prompts[r], outputs[r],
+                                      suppressed[r], masks[r]);
+                std::vector<SamplingRow> srows;
+                for (int32_t r = 0; r < rows; ++r) {
+                    SamplingRow row;
+                    row.params = &params[r];
+                    row.stream = uint64_t(r % 3) + (r % 7 == 6 ? uint64_t(1) << 36 : 0);
+                    row.position = 1000 + 7 * r + (r % 5 == 4 ? int64_t(1) << 33 : 0);
+                    row.prompt_tokens = prompts[r];
+                    row.output_tokens = outputs[r];
+                    row.suppressed_ids = suppressed[r];
+                    row.allowed_mask = masks[r];
+                    srows.push_back(row);
+                }
+                DeviceArena g(gpu_);
+                float* logits_g = g.copy(logits);  // before the CPU edits its copy
+                std::vector<int32_t> ids_c(rows, -1), ids_g(rows, -1);
+                cpu_.sample(logits.data(), vocab, srows, ids_c.data());
+                gpu_.sample(logits_g, vocab, srows, ids_g.data());
+                double mismatches = 0;
+                for (int32_t r = 0; r < rows; ++r) {
+                    if (ids_c[r] == ids_g[r]) continue;
+                    ++mismatches;
+                    std::printf("  sample vocab=%d row %d (kind %d): cpu %d, gpu %d\n", vocab, r, r % 16, ids_c[r],
+                                ids_g[r]);
+                }
+                return mismatches;
+            });
+    }
+
+    // --quantization fp8 (gpu8: a CUDA backend with it on): "blk.*" weights
+    // become E4M3 with a per-tensor scale. The references run on the CPU backend
+    // in f32 over the values the device computes with: scale * e4m3(w / scale),
+    // and for the GEMM (rows > 8) the activations quantized the same way.
+    void fp8(Backend& gpu8) {
+        struct Case {
+            int32_t n, k, rows;
+            GGMLType type;
+        };
+        std::vector<Case> cases;
+        const std::pair<int32_t, int32_t> shapes[] = {{64, 64}, {4096, 4096}, {1000, 2048}};
+        int i = 0;
+        for (auto [n, k] : shapes)
+            for (int32_t rows : {1, 3, 8, 17, 512}) cases.push_back({n, k, rows, i++ % 2 ? GGMLType::F32 : GGMLType::BF16});
+        cases.push_back({14336, 4096, 512, GGMLType::BF16});
+        cases.push_back({64, 4096, 5, GGMLType::F16});
+        for (const Case& c : cases) {
+            const bool gemm = c.rows > 8;
+            run("fp8", fmt("%s %s rows=%d k=%d n=%d%s", gemm ? "gemm" : "gemv", ggml_type_name(c.type), c.rows, c.k,
+                           c.n, c.rows == 3 || c.rows == 17 ? " +bias" : ""),
+                gemm ? kFp8Gemm : kFp8Gemv, [&] { return fp8_case(gpu8, c.type, c.n, c.k, c.rows, false, c.rows == 3 || c.rows == 17); });
+        }
+        // The real error of fp8, against the plain f32 product.
+        for (int32_t rows : {1, 512})
+            run("fp8", fmt("%s vs f32 BF16 rows=%d k=4096 n=4096", rows > 8 ? "gemm" : "gemv", rows), kFp8Real,
+                [&] { return fp8_case(gpu8, GGMLType::BF16, 4096, 4096, rows, true, false); });
+        // Not converted: the embedding table, the LM head, and rows that are not
+        // whole 16-byte words; each must give what the plain backend gives.
+        const std::pair<const char*, std::pair<int32_t, int32_t>> kept[] = {
+            {"token_embd.weight", {1000, 256}}, {"output.weight", {1000, 256}}, {"blk.0.ffn_down.weight", {64, 40}}};
+        for (const auto& [name, nk] : kept)
+            for (int32_t rows : {1, 17})
+                run("fp8", fmt("kept %s rows=%d k=%d n=%d", name, rows, nk.second, nk.first), kF32, [&, name = name, nk = nk] {
+                    const auto bytes = encode(randn(size_t(nk.first) * nk.second, 0.1f), GGMLType::BF16);
+                    const WeightView view{name, GGMLType::BF16, nk.first, nk.second, bytes.data()};
+                    auto w8 = gpu8.pack_weight(view);
+                    auto wg = gpu_.pack_weight(view);
+                    if (w8->converted_bytes != 0) return double(INFINITY);
+                    const std::vector<float> x = randn(size_t(rows) * nk.second);
+                    DeviceArena g(gpu_);
+                    const float* x_g = g.copy(x);
+                    float* out8 = g.poisoned(size_t(rows) * nk.first);
+                    float* out = g.poisoned(size_t(rows) * nk.first);
+                    gpu8.matmul(x_g, *w8, nullptr, rows, out8);
+                    gpu8.synchronize();
+                    gpu_.matmul(x_g, *wg, nullptr, rows, out);
+                    return rel_error(g.fetch(out8, size_t(rows) * nk.first), g.fetch(out, size_t(rows) * nk.first));
+                });
+    }
+
+    // ||gpu8 - ref|| / ||ref|| for one fp8 matmul; against_f32: ref is the unquantized product.
+    double fp8_case(Backend& gpu8, GGMLType type, int32_t n, int32_t k, int32_t rows, bool against_f32, bool with_bias) {
+        const std::string name = "blk.0.ffn_up.weight";
+        const auto bytes = encode(randn(size_t(n) * k, 1.0f / std::sqrt(float(k))), type);
+        const WeightView view{name, type, n, k, bytes.data()};
+        auto w8 = gpu8.pack_weight(view);
+        if (w8->converted_bytes != uint64_t(n) * uint64_t(k)) return INFINITY;  // not converted
+        // The weight's values as stored (bf16/f16 decoded), and what the device makes of them.
+        std::vector<float> w(size_t(n) * k);
+        for (size_t i = 0; i < w.size(); ++i) {
+            if (type == GGMLType::F32) {
+                std::memcpy(&w[i], &bytes[4 * i], 4);
+            } else {
+                uint16_t h;
+                std::memcpy(&h, &bytes[2 * i], 2);
+                w[i] = type == GGMLType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+            }
+        }
+        // Activations with a few outliers, as real ones have (they set the scale).
+        std::vector<float> x = randn(size_t(rows) * k);
+        for (int j = 0; j < 4; ++j) x[std::uniform_int_distribution<size_t>(0, x.size() - 1)(rng_)] *= 8.0f;
+        const std::vector<float> bias = randn(n);
+        std::vector<float> w_ref = w, x_ref = x;
+        if (!against_f32) {
+            w_ref = fp8_host::dequantized(w);
+            if (rows > cuda_fp8_gemv_max_rows) x_ref = fp8_host::dequantized(x);
+        }
+        std::vector<uint8_t> w_ref_bytes(w_ref.size() * 4);
+        std::memcpy(w_ref_bytes.data(), w_ref.data(), w_ref_bytes.size());
+        auto wc = cpu_.pack_weight({"ref", GGMLType::F32, n, k, w_ref_bytes.data()});
+        std::vector<float> ref(size_t(rows) * n, kNaN);
+        cpu_.matmul(x_ref.data(), *wc, with_bias ? bias.data() : nullptr, rows, ref.data());
+
+        DeviceArena g(gpu8);
+        float* out_g = g.poisoned(ref.size());
+        gpu8.matmul(g.copy(x), *w8, with_bias ? g.copy(bias) : nullptr, rows, out_g);
+        return rel_error(g.fetch(out_g, ref.size()), ref);
+    }
+    static constexpr int32_t cuda_fp8_gemv_max_rows = 8;  // kernels/cuda/cuda_ops.h's kFp8GemvMaxRows
+
 private:
     void run(const std::string& op, const std::string& shape, double threshold, const std::function<double()>& body) {
         if (!filter_.empty() && op.find(filter_) == std::string::npos) return;
@@ -497,6 +675,61 @@ private:
     void set_step(const StepPlan& plan, int32_t block_size) {
         cpu_.set_step(plan, block_size);
         gpu_.set_step(plan, block_size);
+    }
+
+    // Row r of sample_mixed: its kind is r % 16.
+    void make_sampling_row(int32_t r, int32_t vocab, const float* logits, SamplingParams& p,
+                           std::vector<int32_t>& prompt, std::vector<int32_t>& output,
+                           std::vector<int32_t>& suppressed, std::vector<uint32_t>& mask) {
+        std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+        p.seed = uint64_t(rng_()) << 32 | rng_();
+        for (int i = 0; i < 20; ++i) prompt.push_back(id(rng_));
+        for (int i = 0; i < 12; ++i) output.push_back(i % 3 == 2 ? prompt[size_t(i) % prompt.size()] : id(rng_));
+        output.push_back(output[0]);  // repeats, for the frequency penalty
+        output.push_back(output[0]);
+        const int32_t top = int32_t(std::max_element(logits, logits + vocab) - logits);
+        auto allow_few = [&] {
+            mask.assign(size_t(vocab + 31) / 32, 0u);
+            for (int i = 0; i < 5; ++i) {
+                const int32_t t = id(rng_);
+                mask[size_t(t) / 32] |= 1u << (t % 32);
+            }
+        };
+        auto penalise = [&] {
+            p.repetition_penalty = 1.3f;
+            p.presence_penalty = 0.5f;
+            p.frequency_penalty = 0.4f;
+        };
+        auto bias = [&] {
+            p.logit_bias = {{id(rng_), 5.0f}, {id(rng_), -3.0f}, {top, -1.5f}, {id(rng_), 1.5f}};
+            const int32_t twice = id(rng_);
+            p.logit_bias.push_back({twice, 1.5f});
+            p.logit_bias.push_back({twice, 2.25f});  // one id twice: added one after the other
+        };
+        switch (r % 16) {
+            case 0: p.temperature = 0.0f; break;                    // greedy
+            case 1: p.temperature = 1.0f; break;                    // the whole vocabulary sorted
+            case 2: p.temperature = 0.8f, p.top_k = 40; break;
+            case 3: p.temperature = 1.1f, p.top_p = 0.9f; break;
+            case 4: p.temperature = 1.0f, p.min_p = 0.1f; break;
+            case 5: p.temperature = 0.7f, p.top_k = 100, p.top_p = 0.95f, p.min_p = 0.02f; break;
+            case 6: p.temperature = 1.0f, penalise(); break;
+            case 7: p.temperature = 0.0f, penalise(); break;
+            case 8: p.temperature = 0.9f, bias(); break;
+            case 9: p.temperature = 1.0f, p.top_k = 5, suppressed = {top, id(rng_), id(rng_)}; break;
+            case 10: p.temperature = 1.0f, allow_few(); break;
+            case 11: p.temperature = 0.0f, allow_few(), bias(); break;
+            case 12: p.temperature = 0.01f; break;
+            case 13: p.temperature = 1.0f, p.top_p = 1e-6f; break;
+            case 14: p.temperature = 1.0f, p.top_k = r % 32 == 14 ? 1 : 1 << 30; break;
+            default:  // everything at once
+                p.temperature = 0.9f, p.top_k = 50, p.top_p = 0.9f, p.min_p = 0.05f;
+                penalise();
+                bias();
+                suppressed = {top};
+                if (r % 32 == 31) allow_few();
+        }
+        p.validate(vocab);
     }
 
     std::vector<float> randn(size_t n, float scale = 1.0f) {
@@ -566,6 +799,55 @@ void bench_quant_matmul(Backend& gpu) {
         }
 }
 
+// Paged attention on Llama-3-8B's heads (32 q, 8 kv, hd 128), block size 16:
+// decode in GB/s of K/V read (and the fraction of the H200's 4.19 TB/s), and
+// a causal 512-row prefill in TFLOP/s. The pool holds uninitialised memory
+// (timing only).
+void bench_attention(Backend& gpu) {
+    const int32_t nh = 32, nkv = 8, hd = 128, bs = 16;
+    const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), 0};
+    std::mt19937 rng(2);
+    auto time_step = [&](const std::vector<Seq>& seqs, int iters) {
+        const int32_t num_blocks = blocks_needed(seqs, bs);
+        const StepPlan plan = make_plan(rng, seqs, bs, num_blocks, 1000);
+        gpu.set_step(plan, bs);
+        const KVCacheShape cs{1, num_blocks, bs, nkv, hd};
+        const size_t pool_bytes = cs.bytes_per_layer();
+        float* k = static_cast<float*>(gpu.alloc(pool_bytes));
+        float* v = static_cast<float*>(gpu.alloc(pool_bytes));
+        DeviceArena g(gpu);
+        std::vector<float> qh(size_t(plan.num_tokens()) * nh * hd, 0.01f);
+        const float* q = g.copy(qh);
+        float* out = g.poisoned(qh.size());
+        KVCache cache{cs, {k}, {v}};
+        gpu.paged_attention(q, attn, cache, 0, out);  // warm-up (and the workspace)
+        gpu.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) gpu.paged_attention(q, attn, cache, 0, out);
+        gpu.synchronize();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        gpu.free(k);
+        gpu.free(v);
+        return s;
+    };
+    for (int32_t ctx : {512, 4096, 32768})
+        for (int32_t rows : {1, 8, 64}) {
+            const std::vector<Seq> seqs(size_t(rows), Seq{1, ctx});
+            const double s = time_step(seqs, 50);
+            const double bytes = 2.0 * ctx * nkv * hd * 4 * rows;
+            std::printf("bench attention decode heads=%d/%d hd=%d ctx=%-6d rows=%-3d %9.1f us  %7.1f GB/s of KV  %5.1f%% of 4.19 TB/s\n",
+                        nh, nkv, hd, ctx, rows, s * 1e6, bytes / s / 1e9, 100.0 * bytes / s / 4.19e12);
+            std::fflush(stdout);
+        }
+    for (int32_t n : {512, 2048}) {
+        const double s = time_step({Seq{n, n}}, 20);
+        const double flops = 4.0 * n * n * hd * nh / 2;
+        std::printf("bench attention prefill heads=%d/%d hd=%d rows=%d ctx=%d %9.1f us  %7.2f TFLOP/s (causal)\n", nh,
+                    nkv, hd, n, n, s * 1e6, flops / s / 1e12);
+        std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -589,7 +871,11 @@ int main(int argc, char** argv) {
         std::printf("minfer_gpu_ops: %s; seed %u\n", cuda_device_summary().c_str(), seed);
         auto cpu = make_cpu_backend();
         auto gpu = make_cuda_backend();
+        BackendOptions fp8_options;
+        fp8_options.quantization = WeightQuantization::FP8;
+        auto gpu8 = make_cuda_backend(0, fp8_options);
         if (bench) {
+            bench_attention(*gpu);
             bench_quant_matmul(*gpu);
             return 0;
         }
@@ -604,6 +890,8 @@ int main(int argc, char** argv) {
         t.scale();
         t.gather_logit_rows();
         t.sample();
+        t.sample_mixed();
+        t.fp8(*gpu8);
         std::printf("%d passed, %d failed\n", t.passed, t.failed);
         return t.failed ? 1 : 0;
     } catch (const std::exception& e) {

@@ -8,7 +8,14 @@
 // batch of several sequences (prefill chunks next to decodes), GPU against CPU.
 // One line per case, then "N passed, M failed"; exit code 1 on any failure.
 //
+// With --synthetic PRESET:DTYPE instead: a random-weight model of a real
+// shape (e.g. llama3-8b:bf16) on both backends; one prefill of random tokens
+// and decode steps fed the CPU's greedy token, the logits of every step
+// compared, and the greedy tokens required to agree wherever the CPU's top-2
+// margin is clear of the error (random weights have near ties).
+//
 // Usage: minfer_gpu_model [--model PATH] [--reference PATH]
+//        minfer_gpu_model --synthetic PRESET:DTYPE|FILE.gguf [--threshold REL]
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -24,6 +31,7 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/model_runner.h"
+#include "engine/model_source.h"
 #include "engine/tokenizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kvcache/block_allocator.h"
@@ -151,23 +159,91 @@ std::vector<int32_t> shuffled_blocks(int32_t n, std::mt19937& rng) {
     return b;
 }
 
+// The largest logit's id and its margin over the second.
+std::pair<int32_t, float> top2(const float* x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    float second = -INFINITY;
+    for (int32_t i = 0; i < n; ++i)
+        if (i != best) second = std::max(second, x[i]);
+    return {best, x[best] - second};
+}
+
+int synthetic_mode(const std::string& spec, double threshold) {
+    std::printf("minfer_gpu_model: %s\n  synthetic %s\n", cuda_device_summary().c_str(), spec.c_str());
+    auto cpu = make_cpu_backend();
+    auto gpu = make_cuda_backend();
+    // A .gguf path (e.g. written by `minfer synth` once, as quantizing 8B weights takes minutes) or a spec.
+    const bool is_file = spec.size() > 5 && spec.ends_with(".gguf");
+    auto model_c = is_file ? Model::load(spec, *cpu) : Model::load(open_model_source("", spec), *cpu);
+    auto model_g = is_file ? Model::load(spec, *gpu) : Model::load(open_model_source("", spec), *gpu);
+    const int32_t vocab = model_c->config().vocab_size, prompt = 24, steps = 6, bs = 16;
+    const int32_t blocks = (prompt + steps + bs - 1) / bs + 1;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+    std::vector<int32_t> tokens(prompt);
+    for (int32_t& t : tokens) t = token(rng);
+    const std::vector<int32_t> table = shuffled_blocks(blocks, rng);
+    const RunnerLimits limits{prompt, 1, blocks, bs, prompt};
+    ModelRunner rc(*model_c, limits), rg(*model_g, limits);
+    Tally tally;
+    int32_t clear = 0, agree = 0;
+    for (int32_t step = 0; step <= steps; ++step) {
+        const int32_t start = step == 0 ? 0 : prompt + step - 1, count = step == 0 ? prompt : 1;
+        StepPlan plan = batch_plan({{&tokens, &table, start, count}}, bs);
+        if (step == 0) plan.logits_rows = {count - 1};  // only the last prompt row, as the engine asks
+        rc.forward(plan);
+        rg.forward(plan);
+        const std::vector<float> lc = rc.logits(), lg = rg.logits();
+        const double err = rel_error(lg, lc);
+        double diff2 = 0;
+        for (size_t i = 0; i < lc.size(); ++i) diff2 += (double(lg[i]) - lc[i]) * (double(lg[i]) - lc[i]);
+        const double rms_diff = std::sqrt(diff2 / double(lc.size()));
+        const auto [id_c, margin] = top2(lc.data(), vocab);
+        const int32_t id_g = top2(lg.data(), vocab).first;
+        // A margin of 8 RMS errors cannot be crossed by an error of that size but in a freak row.
+        const bool is_clear = margin > 8 * rms_diff;
+        clear += is_clear;
+        agree += is_clear && id_c == id_g;
+        char shape[160], note[160];
+        std::snprintf(shape, sizeof shape, "%s %s (pos %d)", spec.c_str(), step == 0 ? "prefill 24" : "decode",
+                      start + count - 1);
+        std::snprintf(note, sizeof note, "  greedy cpu %d gpu %d, margin %.3g vs rms error %.3g%s", id_c, id_g,
+                      margin, rms_diff, is_clear ? "" : " (near tie)");
+        tally.line("logits", shape, err, threshold, note);
+        if (is_clear && id_c != id_g) tally.line("greedy", shape, 1, 0, "  tokens differ with a clear margin");
+        tokens.push_back(id_c);
+    }
+    std::printf("greedy: %d of %d steps with a clear margin agree\n", agree, clear);
+    std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
+    return tally.failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string model_path = MINFER_SOURCE_DIR "/models/stories260K.gguf";
     std::string reference = MINFER_SHARED_DIR "/reference/stories260K/run_c_greedy.json";
+    std::string synthetic;
+    double threshold = 5e-2;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--model" && i + 1 < argc) {
             model_path = argv[++i];
         } else if (a == "--reference" && i + 1 < argc) {
             reference = argv[++i];
+        } else if (a == "--synthetic" && i + 1 < argc) {
+            synthetic = argv[++i];
+        } else if (a == "--threshold" && i + 1 < argc) {
+            threshold = std::stod(argv[++i]);
         } else {
-            std::fprintf(stderr, "usage: %s [--model PATH] [--reference PATH]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--model PATH] [--reference PATH] | --synthetic PRESET:DTYPE [--threshold REL]\n", argv[0]);
             return 2;
         }
     }
     try {
+        if (!synthetic.empty()) return synthetic_mode(synthetic, threshold);
         std::printf("minfer_gpu_model: %s\n  model %s\n  reference %s\n", cuda_device_summary().c_str(),
                     model_path.c_str(), reference.c_str());
         const std::vector<Case> cases = read_cases(reference);

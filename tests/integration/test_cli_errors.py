@@ -22,6 +22,11 @@ def assert_clean_failure(proc, *needles):
     (["run", "--temp", "warm"], "warm"),
     (["run", "--block-size", "0"], "block-size"),
     (["nosuchcommand"], "unknown command"),
+    (["serve", "--gpu-memory-utilization", "1.5"], "gpu-memory-utilization"),
+    (["serve", "--gpu-memory-utilization", "0"], "gpu-memory-utilization"),
+    (["serve", "--gpu-memory-utilization", "most"], "most"),
+    (["run", "--quantization", "int4"], "--quantization must be none or fp8"),
+    (["run", "--device", "cpu", "--quantization", "fp8", "-n", "1"], "--quantization fp8 needs --device cuda"),
 ])
 def test_bad_flags(args, needle):
     assert_clean_failure(run_minfer(*args, check=False), needle)

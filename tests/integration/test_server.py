@@ -192,9 +192,8 @@ def test_streams_cut_midway_are_aborted_and_free_their_blocks(server):
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         socks.append(sock)
-    for sock in socks:
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # streaming has begun
-    for sock in socks:
+    for sock in socks:  # each closed as soon as its stream has begun (on a loaded machine 50 x 500 tokens end fast)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         sock.close()
     m = server.wait_idle()
     assert m["minfer:kv_cache_usage_perc"] == 0

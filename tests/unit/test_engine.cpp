@@ -39,6 +39,12 @@ Fixture& fixture() {
     return f;
 }
 
+// The same model on a CPU backend that pads decode steps to the buckets CUDA graphs use.
+Fixture& padded_fixture() {
+    static Fixture f{make_cpu_backend(2, true)};
+    return f;
+}
+
 struct Sample {
     std::vector<int32_t> tokens;
     std::string text;
@@ -69,8 +75,7 @@ EngineConfig small_config() {
 // Runs the jobs together in one engine (adding job i before step `arrive[i]`,
 // all at once if empty) and returns every job's result.
 std::vector<Result> run(const std::vector<Job>& jobs, const EngineConfig& config, EngineStats* stats = nullptr,
-                        const std::vector<int>& arrive = {}) {
-    Fixture& f = fixture();
+                        const std::vector<int>& arrive = {}, Fixture& f = fixture()) {
     LLMEngine engine(*f.model, *f.tokenizer, config);
     std::vector<Result> results(jobs.size());
     std::map<uint64_t, size_t> index;
@@ -143,6 +148,31 @@ TEST_CASE("engine: 64 mixed requests in one batch give each one's output alone (
             CHECK(together[i].samples.at(0).tokens == alone.samples.at(0).tokens);
             CHECK(together[i].samples.at(0).finish_reason == alone.samples.at(0).finish_reason);
         }
+    }
+}
+
+TEST_CASE("engine: decode steps padded to graph buckets give exactly the unpadded outputs") {
+    // The padding rows (position 0, no KV slot, block 0) must neither write the
+    // KV pool nor change a real row; the CPU is batch-invariant, so even the
+    // logprobs are bit-equal. 37 requests arrive over time, so the decode batch
+    // walks through many buckets (1, 2, 4, 8, 16, 24, ...).
+    auto jobs = mixed_jobs(37, 11, true);
+    for (size_t i = 0; i < jobs.size(); i += 2) jobs[i].options.sampling.temperature = 0.0f;
+    for (Job& j : jobs) j.options.logprobs = 2;
+    std::vector<int> arrive;
+    for (size_t i = 0; i < jobs.size(); ++i) arrive.push_back(int(i) * 3);
+    EngineConfig config = small_config();
+    config.num_kv_blocks = 48;  // preemptions too
+    EngineStats plain_stats, padded_stats;
+    const auto plain = run(jobs, config, &plain_stats, arrive);
+    const auto padded = run(jobs, config, &padded_stats, arrive, padded_fixture());
+    CHECK(padded_stats.num_preemptions > 0);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        CAPTURE(i);
+        const Sample &a = plain[i].samples.at(0), &b = padded[i].samples.at(0);
+        CHECK(a.tokens == b.tokens);
+        REQUIRE(a.logprobs.size() == b.logprobs.size());
+        for (size_t t = 0; t < a.logprobs.size(); ++t) CHECK(a.logprobs[t].logprob == b.logprobs[t].logprob);
     }
 }
 
