@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/staging.h"
 #include "kernels/cuda/device_sampler.h"
 
 namespace minfer {
@@ -211,7 +212,10 @@ public:
         end_step();  // a step that sampled nothing (a prefill chunk) ends where the next begins
         CUDA_CHECK(cudaEventRecord(step_begin_, stream_));
         step_open_ = true;
-        if (total * sizeof(int32_t) > step_capacity_) grow_step_buffers(total * sizeof(int32_t));
+        if (total * sizeof(int32_t) > step_capacity_) {
+            workspace_moved();  // recordings read the step's arrays where they were
+            cuda::grow_staging(step_dev_, step_host_, step_capacity_, total * sizeof(int32_t), stream_);
+        }
 
         int32_t* h = step_host_;
         std::fill(h, h + n, 0);
@@ -472,21 +476,6 @@ private:
 
     void after_op() {
         if (sync_each_op_) synchronize();
-    }
-
-    // Grows the step's device and staging buffers (rarely: they only grow).
-    void grow_step_buffers(size_t bytes) {
-        const size_t capacity = std::max({bytes, 2 * step_capacity_, size_t(64) << 10});
-        workspace_moved();
-        synchronize();
-        CUDA_CHECK(cudaFree(step_dev_));
-        CUDA_CHECK(cudaFreeHost(step_host_));
-        step_dev_ = nullptr;
-        step_host_ = nullptr;
-        step_capacity_ = 0;
-        CUDA_CHECK(cudaMalloc(&step_dev_, capacity));
-        CUDA_CHECK(cudaMallocHost(&step_host_, capacity));
-        step_capacity_ = capacity;
     }
 
     cudaStream_t stream_ = nullptr;

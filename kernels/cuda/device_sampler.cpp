@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/staging.h"
 
 namespace minfer::cuda {
 
@@ -145,18 +146,7 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
                           masks_.data(),  sampled_.data(), offsets_.data()};
     size_t total = 0;
     for (size_t s : sizes) total += s;
-    if (total > capacity_) {
-        CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing may still read the old buffers
-        CUDA_CHECK(cudaFree(dev_));
-        CUDA_CHECK(cudaFreeHost(host_));
-        const size_t capacity = std::max({total, 2 * capacity_, size_t(64) << 10});
-        dev_ = nullptr;
-        host_ = nullptr;
-        capacity_ = 0;
-        CUDA_CHECK(cudaMalloc(&dev_, capacity));
-        CUDA_CHECK(cudaMallocHost(&host_, capacity));
-        capacity_ = capacity;
-    }
+    grow_staging(dev_, host_, capacity_, total, stream_);
     size_t offset[std::size(sizes)];
     size_t at = 0;
     for (size_t i = 0; i < std::size(sizes); ++i) {

@@ -272,41 +272,36 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
 
     // D = (w_scale * W8) * (x_scale * X8): A = W8 (k x n, transposed), B = X8
     // (k x rows, not transposed): the TN layout that FP8 needs.
-    const float alpha = 1.0f, beta = 0.0f;
-    if (mode == 0) {
-        const PlanKey key{kPlanFp8, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
+    // One FP8 GEMM into d (of type d_type): false if cuBLASLt has or runs no kernel for it.
+    auto fp8_gemm = [&](const PlanKey& key, cudaDataType_t d_type, void* d) {
         try {
-            const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, CUDA_R_32F, w_scale, x_scale);
+            const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, d_type, w_scale, x_scale);
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
                                                         sizeof(w_scale)));
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
                                                         sizeof(x_scale)));
-            if (cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                               s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS)
-                return;
+            const float alpha = 1.0f, beta = 0.0f;
+            return cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                                  s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS;
         } catch (const std::runtime_error&) {
+            return false;
         }
+    };
+    if (mode == 0) {
+        const PlanKey key{kPlanFp8, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
+        if (fp8_gemm(key, CUDA_R_32F, out)) return;
         mode = 1;
     }
     if (mode == 1) {
         s.grow(s.fp8_out, s.fp8_out_bytes, size_t(rows) * size_t(n) * 2);
-        const PlanKey key16{kPlanFp8Bf16Out, n, rows, k, k, k, alignment(w8, k), alignment(xq, k),
-                            alignment(s.fp8_out, n * 2)};
-        try {
-            const Plan& p = s.plan_for(key16, CUDA_R_8F_E4M3, CUDA_R_16BF, w_scale, x_scale);
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
-                                                        sizeof(w_scale)));
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
-                                                        sizeof(x_scale)));
-            if (cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, s.fp8_out, p.d, s.fp8_out, p.d,
-                               &p.algo, s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS) {
-                const int64_t total = int64_t(rows) * n;
-                widen_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
-                    static_cast<const __nv_bfloat16*>(s.fp8_out), total, out);
-                CUDA_CHECK_LAUNCH();
-                return;
-            }
-        } catch (const std::runtime_error&) {
+        const PlanKey key{kPlanFp8Bf16Out, n, rows, k, k, k, alignment(w8, k), alignment(xq, k),
+                          alignment(s.fp8_out, n * 2)};
+        if (fp8_gemm(key, CUDA_R_16BF, s.fp8_out)) {
+            const int64_t total = int64_t(rows) * n;
+            widen_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
+                static_cast<const __nv_bfloat16*>(s.fp8_out), total, out);
+            CUDA_CHECK_LAUNCH();
+            return;
         }
         mode = 2;
     }
