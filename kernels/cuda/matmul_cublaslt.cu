@@ -55,11 +55,6 @@ __global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64
     }
 }
 
-__global__ void widen_bf16_kernel(const __nv_bfloat16* in, int64_t total, float* out) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = __bfloat162float(in[i]);
-}
-
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t total) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
         out[i] += bias[i % n];
@@ -79,8 +74,8 @@ struct Plan {
     cublasLtMatmulAlgo_t algo{};
 };
 
-// Plan types past DType's: E4M3 x E4M3 with an fp32 output, or a bf16 one.
-constexpr int kPlanFp8 = 100, kPlanFp8Bf16Out = 101;
+// Plan types past DType's: E4M3 x E4M3 into fp32, unscaled or with A/B scale pointers.
+constexpr int kPlanFp8 = 100, kPlanFp8Scaled = 101;
 
 // (type, m, n, k, lda, ldb, alignment of A, B, D)
 using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
@@ -95,11 +90,7 @@ struct CublasLtGemm::Impl {
     size_t xh_bytes = 0;
     uint64_t moves = 0;  // times xh was reallocated
     std::map<PlanKey, Plan> plans;
-    // FP8: amax and scale of the activations (device), and the bf16 output
-    // scratch for shapes where cuBLASLt has no fp32-output FP8 kernel.
-    float* fp8_scalars = nullptr;
-    void* fp8_out = nullptr;
-    size_t fp8_out_bytes = 0;
+    float* fp8_scalars = nullptr;      // FP8: amax and scale of the activations (device)
     std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
     void* fp8_wide = nullptr;          // fp8 weights widened to bf16 (the last resort)
     size_t fp8_wide_bytes = 0;
@@ -118,7 +109,7 @@ struct CublasLtGemm::Impl {
     }
 
     // fp8: the A/B scale pointers (device) the heuristic sees; later calls set their own.
-    const Plan& plan_for(const PlanKey& key, cudaDataType_t ab_type, cudaDataType_t d_type = CUDA_R_32F,
+    const Plan& plan_for(const PlanKey& key, cudaDataType_t ab_type,
                          const float* a_scale = nullptr, const float* b_scale = nullptr) {
         auto it = plans.find(key);
         if (it != plans.end()) return it->second;
@@ -128,11 +119,13 @@ struct CublasLtGemm::Impl {
         const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-        if (a_scale || b_scale) {
+        if (a_scale) {
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
                                                         sizeof(a_scale)));
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
                                                         sizeof(b_scale)));
+        }
+        if (ab_type == CUDA_R_8F_E4M3) {
             // Fast accumulation (no periodic promotion of the tensor cores' partial
             // sums to fp32) is faster and less accurate: off unless asked for.
             const char* fast = std::getenv("MINFER_FP8_FAST_ACCUM");
@@ -142,7 +135,7 @@ struct CublasLtGemm::Impl {
         }
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, k, m, lda));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, k, n, ldb));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, m));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, m, n, m));
 
         cublasLtMatmulPreference_t pref = nullptr;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -180,7 +173,6 @@ struct CublasLtGemm::Impl {
     ~Impl() {
         for (auto& [key, p] : plans) destroy(p);
         cudaFree(fp8_scalars);
-        cudaFree(fp8_out);
         cudaFree(fp8_wide);
         cudaFree(xh);
         cudaFree(workspace);
@@ -241,19 +233,27 @@ __global__ void fp8_to_bf16_kernel(const __nv_fp8_e4m3* w8, const float* scale, 
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
         out[i] = __float2bfloat16(float(w8[i]) * s);
 }
+
+__global__ void scale_by_kernel(float* out, const float* a, const float* b, int64_t total) {
+    const float s = *a * *b;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        out[i] *= s;
+}
 }  // namespace
 
-// Tries, per shape and once: the FP8 GEMM with fp32 output, then with bf16
-// output widened after, and when cuBLASLt supports neither (it may refuse at
-// run time what its heuristic offered), the weights widened to bf16 into the
-// plain bf16 GEMM. The path that worked is remembered.
+// Tries, per shape and once: the FP8 GEMM with cuBLASLt's A/B scale
+// pointers, then the unscaled FP8 GEMM followed by one multiply by both scales
+// (cuBLASLt 13.1 on the H200 offers algorithms for scaled FP8 and then refuses
+// to run every one of them: scripts/probes/fp8_cublaslt.cu), and when neither
+// runs, the weights widened to bf16 into the plain bf16 GEMM. The path that
+// worked is remembered.
 void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_t* w8, const float* w_scale,
                            int64_t n, float* out) {
     if (rows == 0 || n == 0) return;
     if (k % 16) throw std::invalid_argument("fp8 gemm: k must be a multiple of 16");
     Impl& s = *impl_;
     const PlanKey shape{kPlanFp8, n, rows, k, k, k, 0, 0, 0};
-    int& mode = s.fp8_mode[shape];  // 0: fp32 out, 1: bf16 out, 2: widened weights
+    int& mode = s.fp8_mode[shape];  // 0: scale pointers, 1: unscaled then rescaled, 2: widened weights
     if (mode == 2) {
         s.grow(s.fp8_wide, s.fp8_wide_bytes, size_t(n) * size_t(k) * 2);
         const int64_t total = n * k;
@@ -263,43 +263,42 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
         run(x, rows, k, s.fp8_wide, DType::BF16, n, k, out);
         return;
     }
-    if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 2 * sizeof(float)));
+    // amax and the activations' scale, each 16-byte aligned as scale pointers must be.
+    if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 8 * sizeof(float)));
     float* amax = s.fp8_scalars;
-    float* x_scale = s.fp8_scalars + 1;
+    float* x_scale = s.fp8_scalars + 4;
     s.grow(s.xh, s.xh_bytes, size_t(rows) * size_t(k));
     auto* xq = static_cast<uint8_t*>(s.xh);
     launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);
 
     // D = (w_scale * W8) * (x_scale * X8): A = W8 (k x n, transposed), B = X8
-    // (k x rows, not transposed): the TN layout that FP8 needs.
-    // One FP8 GEMM into d (of type d_type): false if cuBLASLt has or runs no kernel for it.
-    auto fp8_gemm = [&](const PlanKey& key, cudaDataType_t d_type, void* d) {
+    // (k x rows, not transposed): the TN layout that FP8 needs. False if
+    // cuBLASLt has or runs no kernel for it.
+    auto fp8_gemm = [&](int plan_type, const float* a_scale, const float* b_scale) {
         try {
-            const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, d_type, w_scale, x_scale);
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
-                                                        sizeof(w_scale)));
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
-                                                        sizeof(x_scale)));
+            const PlanKey key{plan_type, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
+            const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, a_scale, b_scale);
+            if (a_scale) {
+                CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                                            sizeof(a_scale)));
+                CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                                            sizeof(b_scale)));
+            }
             const float alpha = 1.0f, beta = 0.0f;
-            return cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, d, p.d, d, p.d, &p.algo,
+            return cublasLtMatmul(s.handle, p.desc, &alpha, w8, p.a, xq, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                   s.workspace, kWorkspaceBytes, s.stream) == CUBLAS_STATUS_SUCCESS;
         } catch (const std::runtime_error&) {
             return false;
         }
     };
     if (mode == 0) {
-        const PlanKey key{kPlanFp8, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
-        if (fp8_gemm(key, CUDA_R_32F, out)) return;
+        if (fp8_gemm(kPlanFp8Scaled, w_scale, x_scale)) return;
         mode = 1;
     }
     if (mode == 1) {
-        s.grow(s.fp8_out, s.fp8_out_bytes, size_t(rows) * size_t(n) * 2);
-        const PlanKey key{kPlanFp8Bf16Out, n, rows, k, k, k, alignment(w8, k), alignment(xq, k),
-                          alignment(s.fp8_out, n * 2)};
-        if (fp8_gemm(key, CUDA_R_16BF, s.fp8_out)) {
+        if (fp8_gemm(kPlanFp8, nullptr, nullptr)) {
             const int64_t total = int64_t(rows) * n;
-            widen_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
-                static_cast<const __nv_bfloat16*>(s.fp8_out), total, out);
+            scale_by_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(out, w_scale, x_scale, total);
             CUDA_CHECK_LAUNCH();
             return;
         }
