@@ -149,6 +149,14 @@ int32_t BlockManager::match_prefix(std::span<const int32_t> tokens, BlockList& l
     return covered;
 }
 
+void BlockManager::cancel_prefix_match(BlockList& list, int64_t tokens_queried) {
+    if (enable_prefix_caching_ && tokens_queried > 0) {
+        stats_.queries -= tokens_queried;
+        stats_.hits -= capacity(list);
+    }
+    free(list);
+}
+
 void BlockManager::commit(BlockList& list, std::span<const int32_t> tokens, int32_t num_computed) {
     if (num_computed > static_cast<int64_t>(tokens.size()))
         throw std::invalid_argument("commit: more computed tokens than tokens");

@@ -71,6 +71,10 @@ public:
     // logits exist). Returns the number of tokens covered (a multiple of
     // block_size). Counts tokens.size() queries and the result as hits.
     int32_t match_prefix(std::span<const int32_t> tokens, BlockList& list);
+    // Undoes match_prefix when the sequence cannot be admitted after all: gives
+    // the borrowed blocks back and takes the lookup out of the statistics, so a
+    // request that waits several steps is counted once, when it is admitted.
+    void cancel_prefix_match(BlockList& list, int64_t tokens_queried);
 
     // Blocks that allocate(list, num_computed, num_tokens) would take from the pool.
     int32_t blocks_needed(const BlockList& list, int32_t num_computed, int32_t num_tokens) const;

@@ -154,12 +154,16 @@ SchedulerOutput Scheduler::schedule() {
             Sequence* seq = waiting_.front();
             if (slots_used + slots_of(seq) > config_.max_num_seqs) break;
             // Reuse cached blocks of the prompt (not when the prompt's own logprobs are wanted: they need its rows).
-            if (seq->blocks.blocks.empty() && !seq->prompt_logprobs_pending())
-                seq->num_computed = blocks_.match_prefix(seq->tokens, seq->blocks);
+            const bool looked_up = seq->blocks.blocks.empty() && !seq->prompt_logprobs_pending();
+            if (looked_up) seq->num_computed = blocks_.match_prefix(seq->tokens, seq->blocks);
             const int32_t count = fit_logits(*seq, std::min(seq->num_uncomputed(), token_budget), logits_left);
             if (count == 0 ||
                 !blocks_.allocate(seq->blocks, seq->num_computed, seq->num_computed + count, out.copies)) {
-                blocks_.free(seq->blocks);  // give the borrowed prefix back; try again next step
+                // Give the borrowed prefix back; try again next step.
+                if (looked_up)
+                    blocks_.cancel_prefix_match(seq->blocks, int64_t(seq->tokens.size()));
+                else
+                    blocks_.free(seq->blocks);
                 seq->num_computed = 0;
                 break;
             }

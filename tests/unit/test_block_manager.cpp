@@ -116,6 +116,16 @@ TEST_CASE("block manager: a committed prefix is borrowed after its sequence is f
     CHECK(d.blocks.empty());
     CHECK(m.prefix_cache_stats().hits == 64);
 
+    // A lookup whose sequence is not admitted after all is given back, blocks and statistics.
+    BlockList e;
+    CHECK(m.match_prefix(query, e) == 32);
+    CHECK(m.ref_count(held[0]) == 3);
+    m.cancel_prefix_match(e, int64_t(query.size()));
+    CHECK(e.blocks.empty());
+    CHECK(m.ref_count(held[0]) == 2);
+    CHECK(m.prefix_cache_stats().queries == 111);
+    CHECK(m.prefix_cache_stats().hits == 64);
+
     CHECK_THROWS_AS(m.match_prefix(query, b), std::logic_error);  // b is not empty
     m.free(b);
     m.free(c);

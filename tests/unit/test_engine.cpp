@@ -260,6 +260,35 @@ TEST_CASE("engine: requests sharing a prefix hit the prefix cache and give the s
     CHECK(st.prefix_cache_hits >= 15 * 192);
 }
 
+TEST_CASE("engine: a request that waits for blocks counts its prefix lookup once, when admitted") {
+    // 24 blocks of 4 tokens. The first request grows to 34 + 40 tokens (19
+    // blocks); the second (the same 32 leading tokens, then 30 of its own)
+    // arrives when only 6 blocks are free and needs 8 beyond the shared ones,
+    // so it waits, looking its prefix up each step, until the first finishes.
+    std::mt19937 rng(11);
+    const std::vector<int32_t> shared = random_prompt(rng, 32);
+    Job first, second;
+    first.prompt = shared;
+    first.prompt.insert(first.prompt.end(), {7, 8});
+    first.options.max_tokens = 40;
+    second.prompt = shared;
+    const auto own = random_prompt(rng, 31);
+    second.prompt.insert(second.prompt.end(), own.begin() + 1, own.end());
+    second.options.max_tokens = 4;
+    for (Job* j : {&first, &second}) {
+        j->options.ignore_eos = true;
+        j->options.sampling.temperature = 0.0f;
+    }
+    EngineConfig c = small_config();
+    c.block_size = 4;
+    c.num_kv_blocks = 24;
+    EngineStats st;
+    run({first, second}, c, &st, {0, 35});
+    REQUIRE(st.num_preemptions == 0);
+    CHECK(st.prefix_cache_queries == 34 + 62);
+    CHECK(st.prefix_cache_hits == 32);
+}
+
 TEST_CASE("engine: n parallel samples share the prompt's blocks (copy-on-write) and are reproducible") {
     std::mt19937 rng(9);
     Job greedy;
