@@ -63,7 +63,7 @@ constexpr int kRefWarps = kRefThreads / 32;
 constexpr int kRefTile = 64;  // keys per pass; <= kRefThreads so that one thread exponentiates each score
 constexpr int kRefDimsPerThread = kMaxHeadDim / kRefThreads;
 
-__global__ __launch_bounds__(kRefThreads) void reference_kernel(DeviceStep st, const float* q, const float* k_pool,
+__global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, const float* q, const float* k_pool,
                                                                 const float* v_pool, AttnArgs a, float* out) {
     __shared__ float q_s[kMaxHeadDim];
     __shared__ float p_s[kRefTile];  // scores, then their exponentials
@@ -171,7 +171,7 @@ size_t decode_smem_bytes(HeadShape heads) {
                             2 * kDecKeys * size_t(hd));
 }
 
-__global__ __launch_bounds__(kDecThreads) void decode_kernel(DeviceStep st, const float* __restrict__ q,
+__global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, const float* __restrict__ q,
                                                              const float* __restrict__ k_pool,
                                                              const float* __restrict__ v_pool, DecodeArgs a) {
     extern __shared__ float4 dec_smem4[];
@@ -359,7 +359,7 @@ __global__ __launch_bounds__(kDecThreads) void decode_kernel(DeviceStep st, cons
 constexpr int kCombineThreads = kMaxHeadDim / 4;  // a float4 column each
 
 // One block per (row, head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = exp(m_s - max m), in split order.
-__global__ __launch_bounds__(kCombineThreads) void combine_kernel(DecodeArgs a) {
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(DecodeArgs a) {
     const int64_t head = blockIdx.x;
     const int32_t hd = a.heads.head_dim, c = threadIdx.x, splits = a.num_splits;
     const float* ml = a.part_ml + head * splits * 2;
@@ -440,7 +440,7 @@ struct PrefillArgs {
 
 // HDP: head_dim rounded up to 8 is at most HDP (64, 128 or 256): the register arrays' size.
 template <int HDP>
-__global__ __launch_bounds__(kPreThreads) void prefill_kernel(DeviceStep st, const float* __restrict__ q,
+__global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, const float* __restrict__ q,
                                                               const float* __restrict__ k_pool,
                                                               const float* __restrict__ v_pool, PrefillArgs a) {
     constexpr int kOFrag = HDP / 8;
