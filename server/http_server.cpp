@@ -20,11 +20,18 @@ auto no_throw(beast::error_code& ec) { return asio::redirect_error(use_awaitable
 awaitable<void> HttpResponder::send(HttpResponse res) {
     res.version(version_);
     res.keep_alive(keep_alive());
-    res.prepare_payload();
+    // A HEAD answer has no body but the Content-Length of the GET's: keep it.
+    if (!(res.body().empty() && res.has_content_length())) res.prepare_payload();
     beast::error_code ec;
     stream_.expires_after(limits_.write_timeout);
     co_await http::async_write(stream_, res, no_throw(ec));
     if (ec) failed_ = true;
+}
+
+std::string HttpResponder::remote_address() const {
+    beast::error_code ec;
+    const auto endpoint = stream_.socket().remote_endpoint(ec);
+    return ec ? std::string() : endpoint.address().to_string();
 }
 
 awaitable<bool> HttpResponder::begin_stream(http::status status, std::string content_type) {

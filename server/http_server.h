@@ -45,6 +45,9 @@ public:
 
     bool keep_alive() const { return keep_alive_ && !failed_; }
     unsigned version() const { return version_; }
+    // The peer's IP address ("" once the connection is gone), for per-client
+    // limits; never logged.
+    std::string remote_address() const;
 
 private:
     beast::tcp_stream& stream_;
