@@ -13,6 +13,10 @@ PACKAGES=(
   python3-jinja2                    # the oracle for chat templates
   clang libclang-rt-14-dev          # libFuzzer target for the GGUF parser
   python3 python3-venv              # test oracles live in a virtual environment
+  libcmark-gfm-dev libcmark-gfm-extensions-dev   # the book: Markdown to HTML
+  universal-ctags                   # the book: source links resolved to line ranges
+  libjs-katex libjs-highlight.js    # the book: math and code highlighting, served from /usr/share/javascript
+  chromium                          # the book's figures tested headless (with PyPI playwright)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

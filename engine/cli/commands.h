@@ -14,6 +14,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_book(int argc, char** argv);  // minfer book serve|build (cmd_book.cpp)
 
 // Path of the bundled model, the default of every command that takes one.
 const char* default_model_path();

@@ -25,6 +25,7 @@ const Subcommand kSubcommands[] = {
     {"tokenize", minfer::cli::cmd_tokenize, "turn text into token ids"},
     {"synth", minfer::cli::cmd_synth, "write a random-weight GGUF in the shape of a real model"},
     {"bench", minfer::cli::cmd_bench, "benchmarks: latency (prefill and decode speed), serve (load generator)"},
+    {"book", minfer::cli::cmd_book, "the Learn Kernels book: serve it, or build it as a static site"},
     {"chat-template", minfer::cli::cmd_chat_template, "render a chat template (a model's or a file's) for a list of messages"},
 };
 

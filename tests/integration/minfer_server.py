@@ -20,10 +20,11 @@ def minfer_bin():
     return os.environ.get("MINFER_BIN", str(ROOT / "build" / "minfer"))
 
 
-class Server:
-    def __init__(self, *args, model=None, env=None):
-        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
-               *map(str, args)]
+class ListeningProcess:
+    """A minfer subcommand that prints `listening on http://HOST:PORT` once it
+    serves (`minfer serve`, `minfer book serve`), started on a free port."""
+
+    def __init__(self, cmd, env=None, what="minfer"):
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
         line = self.proc.stdout.readline()
@@ -31,12 +32,38 @@ class Server:
         if not m:
             err = self.proc.stderr.read()
             self.proc.kill()
-            raise RuntimeError(f"minfer serve did not start: {line!r} {err}")
+            raise RuntimeError(f"{what} did not start: {line!r} {err}")
         self.host, self.port = m.group(1), int(m.group(2))
         self.base_url = f"http://{self.host}:{self.port}"
         # Drain stderr so the server never blocks on a full pipe; keep it for failures.
         self.log = []
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Server(ListeningProcess):
+    def __init__(self, *args, model=None, env=None):
+        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
+               *map(str, args)]
+        super().__init__(cmd, env, what="minfer serve")
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         """(status, headers dict, body bytes)"""
@@ -85,19 +112,3 @@ class Server:
                 return m
             time.sleep(0.1)
         raise AssertionError(f"the server did not go idle: {self.metrics()}")
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()

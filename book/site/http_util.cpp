@@ -1,0 +1,119 @@
+#include "book/site/trim.h"
+#include "book/site/http_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+// Header-only xxHash, as kvcache/block_manager.cpp uses it (GCC 12's warnings
+// about its AVX-512 path are false positives inside GCC's own intrinsics).
+#define XXH_INLINE_ALL
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <xxhash.h>
+#pragma GCC diagnostic pop
+
+namespace minfer::book {
+
+namespace {
+
+
+// Splits on `sep` outside double quotes (ETags may hold commas).
+std::vector<std::string_view> split_list(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    bool quoted = false;
+    size_t start = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '"') quoted = !quoted;
+        if (s[i] == sep && !quoted) {
+            out.push_back(trim(s.substr(start, i - start)));
+            start = i + 1;
+        }
+    }
+    out.push_back(trim(s.substr(start)));
+    return out;
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+std::string ascii_lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    return out;
+}
+
+std::string_view target_path(std::string_view target) {
+    return target.substr(0, target.find('?'));
+}
+
+std::optional<std::vector<std::string>> decode_segments(std::string_view path) {
+    if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+    std::vector<std::string> segments(1);
+    for (size_t i = 0; i < path.size(); ++i) {
+        char c = path[i];
+        if (c == '/') {
+            segments.emplace_back();
+        } else if (c == '%') {
+            if (i + 2 >= path.size()) return std::nullopt;
+            int hi = hex_value(path[i + 1]), lo = hex_value(path[i + 2]);
+            if (hi < 0 || lo < 0) return std::nullopt;
+            segments.back() += char(hi * 16 + lo);
+            i += 2;
+        } else {
+            segments.back() += c;
+        }
+    }
+    return segments;
+}
+
+bool accepts(const HttpRequest& request, std::string_view media_type) {
+    auto it = request.find(http::field::accept);
+    if (it == request.end() || trim(it->value()).empty()) return true;
+    const std::string wanted = ascii_lower(media_type);
+    const std::string wanted_type = wanted.substr(0, wanted.find('/'));
+    // The most specific matching range decides (RFC 9110 12.5.1):
+    // "*/*, application/json;q=0" refuses JSON.
+    int best_specificity = 0;
+    double best_q = 0;
+    for (std::string_view item : split_list(it->value(), ',')) {
+        std::vector<std::string_view> parts = split_list(item, ';');
+        const std::string range = ascii_lower(parts[0]);
+        double q = 1;
+        for (size_t i = 1; i < parts.size(); ++i) {
+            std::string param = ascii_lower(parts[i]);
+            if (param.rfind("q=", 0) == 0) q = std::strtod(param.c_str() + 2, nullptr);
+        }
+        int specificity = range == wanted ? 3 : range == wanted_type + "/*" ? 2 : range == "*/*" ? 1 : 0;
+        if (specificity > best_specificity) {
+            best_specificity = specificity;
+            best_q = q;
+        }
+    }
+    return best_specificity > 0 && best_q > 0;
+}
+
+bool none_match_hits(std::string_view if_none_match, std::string_view etag) {
+    auto opaque = [](std::string_view tag) {
+        if (tag.substr(0, 2) == "W/") tag.remove_prefix(2);
+        return tag;
+    };
+    for (std::string_view tag : split_list(if_none_match, ','))
+        if (tag == "*" || opaque(tag) == opaque(etag)) return true;
+    return false;
+}
+
+std::string strong_etag(std::string_view body) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "\"%016llx\"", static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
+    return hex;
+}
+
+}  // namespace minfer::book

@@ -1,0 +1,158 @@
+#include "book/site/mcp_tools.h"
+
+#include "book/site/api_json.h"
+#include "book/site/http_util.h"
+
+namespace minfer::book {
+
+namespace json = boost::json;
+
+namespace {
+
+// The JSON Schemas of what the tools return (structuredContent). The same
+// shapes as the JSON API's (book/site/openapi.json); the MCP client checks
+// every result against them.
+constexpr const char* kSectionSchema = R"({
+  "type": "object",
+  "required": ["slug", "title", "summary", "status", "url", "markdown_url"],
+  "properties": {
+    "slug": {"type": "string"}, "title": {"type": "string"}, "summary": {"type": "string"},
+    "status": {"type": "string", "enum": ["written", "in-preparation"]},
+    "url": {"type": "string"}, "markdown_url": {"type": "string"}
+  }
+})";
+
+json::object chapter_schema(bool with_markdown) {
+    json::object schema = json::parse(R"({
+      "type": "object",
+      "required": ["number", "slug", "title", "summary", "description", "url", "markdown_url", "sections"],
+      "properties": {
+        "number": {"type": "integer"}, "slug": {"type": "string"}, "title": {"type": "string"},
+        "summary": {"type": "string"}, "description": {"type": "string"},
+        "url": {"type": "string"}, "markdown_url": {"type": "string"},
+        "sections": {"type": "array"}
+      }
+    })").as_object();
+    schema["properties"].as_object()["sections"].as_object()["items"] = json::parse(kSectionSchema);
+    if (with_markdown) {
+        schema["properties"].as_object()["markdown"] = json::object{{"type", "string"}};
+        schema["required"].as_array().push_back("markdown");
+    }
+    return schema;
+}
+
+// An object schema whose properties are all required strings of at least one character.
+json::object string_arguments(std::initializer_list<std::pair<const char*, const char*>> args) {
+    json::object properties;
+    json::array required;
+    for (auto [name, description] : args) {
+        properties[name] = json::object{{"type", "string"}, {"minLength", 1}, {"description", description}};
+        required.push_back(json::string(name));
+    }
+    return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+            {"additionalProperties", false}};
+}
+
+json::object tool(const char* name, const char* title, const char* description, json::object input,
+                  json::object output) {
+    return {{"name", name},
+            {"title", title},
+            {"description", description},
+            {"inputSchema", std::move(input)},
+            {"outputSchema", std::move(output)},
+            {"annotations", {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}}}};
+}
+
+// The string argument `name`: present, a string, not empty; nothing else allowed.
+std::string string_argument(const json::object& arguments, const char* name) {
+    for (const auto& kv : arguments)
+        if (kv.key() != name) throw InvalidParams("unknown argument \"" + std::string(kv.key()) + "\"");
+    const json::value* v = arguments.if_contains(name);
+    if (!v) throw InvalidParams(std::string("missing required argument \"") + name + "\"");
+    if (!v->is_string()) throw InvalidParams(std::string("argument \"") + name + "\" must be a string");
+    if (v->as_string().empty()) throw InvalidParams(std::string("argument \"") + name + "\" must not be empty");
+    return std::string(v->as_string());
+}
+
+json::object success(json::object structured) {
+    json::array content{json::object{{"type", "text"}, {"text", json::serialize(structured)}}};
+    return {{"content", std::move(content)}, {"structuredContent", std::move(structured)}, {"isError", false}};
+}
+
+json::object failure(const std::string& message) {
+    json::array content{json::object{{"type", "text"}, {"text", message}}};
+    return {{"content", std::move(content)}, {"isError", true}};
+}
+
+}  // namespace
+
+BookTools::BookTools(const Book& book) : book_(book) {
+    json::object chapter_list{{"type", "object"},
+                              {"required", json::array{"chapters"}},
+                              {"properties", {{"chapters", {{"type", "array"}, {"items", chapter_schema(false)}}}}}};
+    json::object entry = json::parse(R"({
+      "type": "object",
+      "required": ["id", "term", "definition", "see_also", "url"],
+      "properties": {
+        "id": {"type": "string"}, "term": {"type": "string"}, "definition": {"type": "string"},
+        "see_also": {"type": "array", "items": {"type": "string"}}, "url": {"type": "string"}
+      }
+    })").as_object();
+    json::object matches{{"type", "object"},
+                         {"required", json::array{"query", "matches"}},
+                         {"properties", {{"query", {{"type", "string"}}},
+                                         {"matches", {{"type", "array"}, {"items", std::move(entry)}}}}}};
+    definitions_ = {
+        tool("list_chapters", "List the chapters",
+             "The book's table of contents: every chapter of Learn Kernels with its sections, their status "
+             "(written or in preparation) and the URLs of their pages and Markdown sources.",
+             {{"type", "object"}, {"properties", json::object{}}, {"additionalProperties", false}},
+             std::move(chapter_list)),
+        tool("get_chapter", "Get a chapter",
+             "One chapter by its slug (from list_chapters): its sections and the Markdown of its overview page.",
+             string_arguments({{"slug", "The chapter's slug, e.g. one listed by list_chapters"}}),
+             chapter_schema(true)),
+        tool("search_glossary", "Search the glossary",
+             "The glossary entries whose term or definition contains the query (case-insensitive); entries "
+             "whose term matches come first.",
+             string_arguments({{"query", "The text to look for in terms and definitions"}}), std::move(matches)),
+    };
+}
+
+json::object BookTools::call(std::string_view name, const json::object& arguments) const {
+    if (name == "list_chapters") {
+        if (!arguments.empty()) throw InvalidParams("list_chapters takes no arguments");
+        return list_chapters();
+    }
+    if (name == "get_chapter") return get_chapter(string_argument(arguments, "slug"));
+    if (name == "search_glossary") return search_glossary(string_argument(arguments, "query"));
+    throw InvalidParams("unknown tool \"" + std::string(name) + "\"");
+}
+
+json::object BookTools::list_chapters() const {
+    json::object listing = chapters_json(book_);
+    return success({{"chapters", std::move(listing["chapters"])}});
+}
+
+json::object BookTools::get_chapter(const std::string& slug) const {
+    const Chapter* chapter = book_.chapter(slug);
+    if (!chapter) {
+        std::string known;
+        for (const Chapter& c : book_.chapters) known += (known.empty() ? "" : ", ") + c.slug;
+        return failure("No chapter has the slug \"" + slug + "\". The chapters are: " + known + ".");
+    }
+    return success(chapter_json(*chapter, true));
+}
+
+json::object BookTools::search_glossary(const std::string& query) const {
+    const std::string needle = ascii_lower(query);
+    json::array by_term, by_definition;
+    for (const GlossaryEntry& e : book_.glossary) {
+        if (ascii_lower(e.term).find(needle) != std::string::npos) by_term.push_back(glossary_entry_json(e));
+        else if (ascii_lower(e.definition).find(needle) != std::string::npos) by_definition.push_back(glossary_entry_json(e));
+    }
+    for (auto& e : by_definition) by_term.push_back(std::move(e));
+    return success({{"query", query}, {"matches", std::move(by_term)}});
+}
+
+}  // namespace minfer::book

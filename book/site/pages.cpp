@@ -1,0 +1,188 @@
+#include "book/site/pages.h"
+
+#include "book/site/html.h"
+
+namespace minfer::book {
+
+namespace {
+
+std::string badge_html() { return "<p class=\"badge\">In preparation</p>\n"; }
+
+std::string section_list_html(const Chapter& c) {
+    std::string h = "<ol class=\"section-list\">\n";
+    for (const Section& s : c.sections) {
+        h += "<li><a href=\"" + section_path(c, s) + "\">" + html_escape(s.title) + "</a>";
+        if (!s.written) h += " <span class=\"badge badge-small\">in preparation</span>";
+        h += "<p>" + html_escape(s.summary) + "</p></li>\n";
+    }
+    return h + "</ol>\n";
+}
+
+std::string section_list_markdown(const Chapter& c) {
+    std::string m;
+    for (const Section& s : c.sections)
+        m += "- [" + s.title + "](" + section_path(c, s) + ".md)" + (s.written ? "" : " (in preparation)") + ": " +
+             s.summary + "\n";
+    return m;
+}
+
+}  // namespace
+
+std::vector<std::string> page_paths(const Book& book) {
+    std::vector<std::string> paths = {"/"};
+    for (const Chapter& c : book.chapters) {
+        paths.push_back(chapter_path(c));
+        for (const Section& s : c.sections) paths.push_back(section_path(c, s));
+    }
+    paths.push_back("/chapters/glossary");
+    paths.push_back("/chapters/reading");
+    for (const Page& p : book.pages) paths.push_back("/" + p.slug);
+    return paths;
+}
+
+RenderedMarkdown PageBuilder::render(std::string_view markdown, const std::string& page) {
+    RenderedMarkdown r = render_markdown(markdown, page, links_);
+    for (const FigureSpec& f : r.figures) figures_.emplace(f.id, f);
+    return r;
+}
+
+BookPage PageBuilder::home() {
+    BookPage p;
+    p.frame.path = "/";
+    p.frame.title = book_.title;
+    p.frame.description = book_.summary;
+    std::string& h = p.frame.content;
+    h = "<h1>" + html_escape(book_.title) + "</h1>\n";
+    if (!book_.subtitle.empty()) h += "<p class=\"subtitle\">" + html_escape(book_.subtitle) + "</p>\n";
+    h += "<p class=\"summary\">" + html_escape(book_.summary) + "</p>\n<h2>Chapters</h2>\n<ol class=\"chapter-list\">\n";
+    p.markdown = "# " + book_.title + "\n\n";
+    if (!book_.subtitle.empty()) p.markdown += "*" + book_.subtitle + "*\n\n";
+    p.markdown += "> " + book_.summary + "\n\n## Chapters\n\n";
+    for (const Chapter& c : book_.chapters) {
+        h += "<li value=\"" + std::to_string(c.number) + "\"><a href=\"" + chapter_path(c) + "\">" +
+             html_escape(c.title) + "</a><p>" + html_escape(c.summary) + "</p></li>\n";
+        p.markdown += std::to_string(c.number) + ". [" + c.title + "](" + chapter_path(c) + ".md): " + c.summary + "\n";
+    }
+    h += "</ol>\n<p>Also: the <a href=\"/chapters/glossary\">glossary</a>, <a href=\"/chapters/reading\">further "
+         "reading</a>, and every page <a href=\"/llms.txt\">as Markdown</a>.</p>\n";
+    p.markdown += "\nAlso: [the glossary](/chapters/glossary.md), [further reading](/chapters/reading.md).\n";
+    return p;
+}
+
+BookPage PageBuilder::chapter(const Chapter& c) {
+    const RenderedMarkdown r = render(c.markdown, "book/content/" + c.slug + "/index.md");
+    BookPage p;
+    p.frame.path = chapter_path(c);
+    p.frame.title = std::to_string(c.number) + ". " + c.title;
+    p.frame.description = c.summary;
+    p.frame.content = "<p class=\"kicker\">Chapter " + std::to_string(c.number) + "</p>\n<article>\n" + r.html +
+                      "</article>\n<h2>Sections</h2>\n" + section_list_html(c);
+    p.markdown = r.markdown + "\n## Sections\n\n" + section_list_markdown(c);
+    return p;
+}
+
+BookPage PageBuilder::section(const Chapter& c, const Section& s) {
+    const RenderedMarkdown r = render(s.markdown, "book/content/" + c.slug + "/" + s.slug + ".md");
+    BookPage p;
+    p.frame.path = section_path(c, s);
+    p.frame.title = s.title;
+    p.frame.description = s.summary;
+    p.frame.content = "<p class=\"kicker\"><a href=\"" + chapter_path(c) + "\">Chapter " + std::to_string(c.number) +
+                      ". " + html_escape(c.title) + "</a></p>\n" + (s.written ? "" : badge_html()) + "<article>\n" +
+                      r.html + "</article>\n";
+    p.markdown = (s.written ? "" : "> Status: in preparation.\n\n") + r.markdown;
+    return p;
+}
+
+BookPage PageBuilder::glossary() {
+    BookPage p;
+    p.frame.path = "/chapters/glossary";
+    p.frame.title = "Glossary";
+    p.frame.description = "Every term the book uses, with a short definition.";
+    std::string& h = p.frame.content;
+    h = "<h1>Glossary</h1>\n"
+        "<p class=\"glossary-search\" hidden><label>Filter terms <input type=\"search\" id=\"glossary-filter\" "
+        "autocomplete=\"off\"></label> <span id=\"glossary-count\" aria-live=\"polite\"></span></p>\n"
+        "<dl class=\"glossary\">\n";
+    p.markdown = "# Glossary\n\n";
+    for (const GlossaryEntry& g : book_.glossary) {
+        const RenderedMarkdown def = render(g.definition, "book/content/glossary.json (" + g.id + ")");
+        h += "<div class=\"glossary-entry\" id=\"" + g.id + "\">\n<dt><a href=\"#" + g.id + "\">" + html_escape(g.term) +
+             "</a></dt>\n<dd>" + def.html;
+        p.markdown += "## " + g.term + "\n\n" + def.markdown + "\n";
+        if (!g.see_also.empty()) {
+            h += "<p class=\"see-also\">See also: ";
+            p.markdown += "See also: ";
+            for (size_t i = 0; i < g.see_also.size(); ++i) {
+                const GlossaryEntry* other = nullptr;
+                for (const GlossaryEntry& o : book_.glossary)
+                    if (o.id == g.see_also[i]) other = &o;
+                const std::string sep = i ? ", " : "";
+                h += sep + "<a href=\"#" + g.see_also[i] + "\">" + html_escape(other->term) + "</a>";
+                p.markdown += sep + "[" + other->term + "](/chapters/glossary#" + g.see_also[i] + ")";
+            }
+            h += "</p>";
+            p.markdown += "\n";
+        }
+        h += "</dd>\n</div>\n";
+        p.markdown += "\n";
+    }
+    h += "</dl>\n";
+    return p;
+}
+
+BookPage PageBuilder::reading() {
+    BookPage p;
+    p.frame.path = "/chapters/reading";
+    p.frame.title = "Further reading";
+    p.frame.description = "Papers, posts and code worth reading next, grouped by topic.";
+    std::string& h = p.frame.content;
+    h = "<h1>Further reading</h1>\n";
+    p.markdown = "# Further reading\n\n";
+    for (const ReadingGroup& g : book_.reading_groups) {
+        h += "<section class=\"reading-group\" id=\"" + g.id + "\">\n<h2><a href=\"#" + g.id + "\">" +
+             html_escape(g.title) + "</a></h2>\n";
+        p.markdown += "## " + g.title + "\n\n";
+        if (!g.description.empty()) {
+            h += "<p>" + html_escape(g.description) + "</p>\n";
+            p.markdown += g.description + "\n\n";
+        }
+        h += "<ul class=\"reading-list\">\n";
+        for (const ReadingEntry& e : book_.reading) {
+            if (e.group != g.id) continue;
+            std::string by = e.authors;
+            if (e.year) by += (by.empty() ? "" : ", ") + std::to_string(e.year);
+            h += "<li><a href=\"" + html_escape(e.url) + "\">" + html_escape(e.title) + "</a>" +
+                 (by.empty() ? "" : " <span class=\"byline\">" + html_escape(by) + "</span>") + "<p>" +
+                 html_escape(e.note) + "</p></li>\n";
+            p.markdown += "- [" + e.title + "](" + e.url + ")" + (by.empty() ? "" : " (" + by + ")") + ": " + e.note + "\n";
+        }
+        h += "</ul>\n</section>\n";
+        p.markdown += "\n";
+    }
+    return p;
+}
+
+BookPage PageBuilder::page(const Page& pg) {
+    const RenderedMarkdown r = render(pg.markdown, "book/content/pages/" + pg.slug + ".md");
+    BookPage p;
+    p.frame.path = "/" + pg.slug;
+    p.frame.title = pg.title;
+    p.frame.description = pg.title + " · " + book_.title;
+    p.frame.content = "<article>\n" + r.html + "</article>\n";
+    p.markdown = r.markdown;
+    return p;
+}
+
+BookPage PageBuilder::figure(const FigureSpec& f) {
+    BookPage p;
+    p.frame.path = "/figures/" + f.id;
+    p.frame.title = f.title;
+    p.frame.description = f.caption.empty() ? f.title : f.caption;
+    p.frame.content = "<h1>" + html_escape(f.title) + "</h1>\n" + figure_html(f);
+    p.markdown = "# " + f.title + "\n\n" + (f.caption.empty() ? "" : f.caption + "\n\n") +
+                 "This figure is interactive: open /figures/" + f.id + " in a browser with JavaScript.\n";
+    return p;
+}
+
+}  // namespace minfer::book

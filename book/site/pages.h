@@ -1,0 +1,47 @@
+// The content of each page of the site, as HTML (for the layout's <main>) and
+// as its Markdown twin: home, chapter overviews, sections, glossary, further
+// reading, the pages outside the chapters, and one page per figure.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "book/site/book_index.h"
+#include "book/site/markdown.h"
+#include "book/site/page_layout.h"
+
+namespace minfer::book {
+
+struct BookPage {
+    PageFrame frame;
+    std::string markdown;  // the .md twin
+};
+
+class PageBuilder {
+public:
+    PageBuilder(const Book& book, LinkContext& links) : book_(book), links_(links) {}
+
+    BookPage home();
+    BookPage chapter(const Chapter& c);
+    BookPage section(const Chapter& c, const Section& s);
+    BookPage glossary();
+    BookPage reading();
+    BookPage page(const Page& p);
+    // A page with just the figure (its spec from the first block that used it).
+    BookPage figure(const FigureSpec& f);
+
+    // Every figure the pages rendered so far use, by id: the first block's spec.
+    const std::map<std::string, FigureSpec>& figures() const { return figures_; }
+
+private:
+    RenderedMarkdown render(std::string_view markdown, const std::string& page);
+
+    const Book& book_;
+    LinkContext& links_;
+    std::map<std::string, FigureSpec> figures_;
+};
+
+// The site paths of every page above except figures, in reading order.
+std::vector<std::string> page_paths(const Book& book);
+
+}  // namespace minfer::book

@@ -1,0 +1,117 @@
+// Learn Kernels: the little the pages need from JavaScript. Every page reads
+// fine without it; this adds typeset math (KaTeX), highlighted code
+// (highlight.js), the glossary filter, the marked line range of a source view,
+// and the interactive figures (book/figures/ID.js, mount(element, options)).
+
+// Math: the renderer wrapped each formula, still written as TeX, in .math.
+function typesetMath() {
+  if (typeof window.renderMathInElement !== "function") return;
+  for (const el of document.querySelectorAll(".math")) {
+    window.renderMathInElement(el, {
+      delimiters: [
+        { left: "$$", right: "$$", display: true },
+        { left: "$", right: "$", display: false },
+      ],
+      throwOnError: false,
+    });
+  }
+}
+
+// Code: the book's fence languages mapped onto those highlight.js knows.
+const LANGUAGE_ALIASES = { cuda: "cpp", cu: "cpp", "c++": "cpp", sh: "bash", shell: "bash", console: "bash" };
+
+function highlightCode() {
+  const hljs = window.hljs;
+  if (!hljs) return;
+  // The site serves Debian's highlight.js 9 (libjs-highlight.js, kept up by
+  // Debian); without this it prints an upgrade notice to the console.
+  hljs.configure({ hideUpgradeWarningAcceptNoSupportOrSecurityUpdates: true });
+  for (const code of document.querySelectorAll('pre code[class*="language-"]')) {
+    const match = code.className.match(/language-([\w+-]+)/);
+    const language = LANGUAGE_ALIASES[match[1]] || match[1];
+    if (!hljs.getLanguage(language)) continue; // ptx, sass, text: left plain
+    code.innerHTML = hljs.highlight(language, code.textContent, true).value;
+    code.classList.add("hljs");
+  }
+}
+
+// Source view: #L12 or #L12-L48 marks those lines and scrolls to the first.
+function markSourceRange() {
+  const view = document.querySelector(".lk-source");
+  if (!view) return;
+  for (const old of view.querySelectorAll(".lk-range")) old.remove();
+  for (const old of view.querySelectorAll(".lk-gutter a.hl")) old.classList.remove("hl");
+  const m = location.hash.match(/^#L(\d+)(?:-L(\d+))?$/);
+  if (!m) return;
+  const lines = Number(view.dataset.lines);
+  const first = Math.max(1, Number(m[1]));
+  const last = Math.min(lines, Math.max(first, Number(m[2] || m[1])));
+  if (first > lines) return;
+  for (let n = first; n <= last; n++) document.getElementById("L" + n)?.classList.add("hl");
+  const code = view.querySelector(".lk-code");
+  const style = getComputedStyle(code);
+  const lineHeight = parseFloat(style.lineHeight);
+  const band = document.createElement("div");
+  band.className = "lk-range";
+  band.style.top = `${parseFloat(style.paddingTop) + (first - 1) * lineHeight}px`;
+  band.style.height = `${(last - first + 1) * lineHeight}px`;
+  code.prepend(band);
+  document.getElementById("L" + first)?.scrollIntoView({ block: first === last ? "center" : "start" });
+}
+
+// Glossary: the filter box is hidden until this script can make it work.
+function setUpGlossaryFilter() {
+  const box = document.querySelector(".glossary-search");
+  const input = document.getElementById("glossary-filter");
+  if (!box || !input) return;
+  const entries = [...document.querySelectorAll(".glossary-entry")];
+  const count = document.getElementById("glossary-count");
+  box.hidden = false;
+  const apply = () => {
+    const query = input.value.trim().toLowerCase();
+    let shown = 0;
+    for (const entry of entries) {
+      const hit = !query || entry.textContent.toLowerCase().includes(query);
+      entry.hidden = !hit;
+      shown += hit;
+    }
+    count.textContent = query ? `${shown} of ${entries.length} terms` : "";
+  };
+  input.addEventListener("input", apply);
+}
+
+// Figures: each module draws inside its <figure>, above the caption the page
+// already has (the caption is put back should a module clear the element).
+// A failure is shown in the figure, not logged to the console.
+async function mountFigures() {
+  for (const figure of document.querySelectorAll("figure.lk-figure[data-figure]")) {
+    const id = figure.dataset.figure;
+    const caption = figure.querySelector(":scope > figcaption");
+    try {
+      const options = JSON.parse(figure.dataset.options || "{}");
+      const module = await import(`/figures/${encodeURIComponent(id)}.js`);
+      await module.default(figure, options);
+    } catch (error) {
+      const note = document.createElement("p");
+      note.className = "lk-figure-error";
+      note.textContent = `The figure "${id}" could not be shown: ${error && error.message ? error.message : error}`;
+      figure.insertBefore(note, caption && figure.contains(caption) ? caption : null);
+    }
+    if (caption && !figure.contains(caption)) figure.append(caption);
+  }
+}
+
+// On a narrow screen the contents sit above the text: start them folded there
+// (without JavaScript they stay open, which is still readable).
+function foldContentsOnNarrowScreens() {
+  const details = document.querySelector(".toc details");
+  if (details && window.matchMedia("(max-width: 60rem)").matches) details.open = false;
+}
+
+foldContentsOnNarrowScreens();
+typesetMath();
+highlightCode();
+setUpGlossaryFilter();
+markSourceRange();
+window.addEventListener("hashchange", markSourceRange);
+mountFigures();

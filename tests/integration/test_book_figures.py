@@ -1,0 +1,500 @@
+"""The book's interactive figures (book/figures/*.js) in a real browser: PyPI
+playwright driving Debian's headless chromium against `minfer book serve`.
+
+For each figure: its page renders an SVG with content, nothing reaches the
+console, the figure fetches only /figures/data/..., its controls change what is
+drawn (and the numbers are the right ones), it fits a phone's width, it follows
+the system's dark mode, and it mounts where the book's pages place it.
+Screenshots go to build/book-screenshots/ (ID.png, ID-narrow.png, ID-dark.png:
+look at them). The batching stepper's data is re-made by scripts/book-trace.sh
+and must equal the committed file, so the figure cannot drift from the engine.
+
+MINFER_BOOK_URL=http://host:port runs the browser tests against a server that
+is already running instead of starting one.
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import urllib.parse
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from book_server import ROOT, BookServer
+from minfer_server import minfer_bin
+
+FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax"]
+SCREENSHOTS = ROOT / "build" / "book-screenshots"
+TRACE = ROOT / "book" / "figures" / "data" / "trace-stories260K.json"
+CHROMIUM = "/usr/bin/chromium"
+
+
+# ---- fixtures ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def base_url():
+    if os.environ.get("MINFER_BOOK_URL"):
+        yield os.environ["MINFER_BOOK_URL"].rstrip("/")
+        return
+    server = BookServer()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class FigurePage:
+    """One figure's page, with everything the browser reported while it ran."""
+
+    def __init__(self, browser, base_url, figure, width=760, color_scheme="light"):
+        self.figure = figure
+        self.page = browser.new_page(viewport={"width": width, "height": 1100}, color_scheme=color_scheme)
+        self.console = []   # (type, text, url of the source)
+        self.errors = []    # uncaught exceptions
+        self.fetches = []   # paths the page fetched with fetch() / XHR
+        self.failed = []    # responses >= 400 and failed requests
+        self.page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", ""))))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", self._on_request)
+        self.page.on("requestfailed", lambda r: self.failed.append((r.url, r.failure)))
+        self.page.on("response", lambda r: r.status >= 400 and self.failed.append((r.url, r.status)))
+        self.page.goto(f"{base_url}/figures/{figure}")
+        self.root = self.page.locator(f'figure.lk-figure[data-figure="{figure}"]')
+        self.root.locator(".lk-fig svg").first.wait_for(timeout=10_000)
+
+    def _on_request(self, request):
+        if request.resource_type in ("fetch", "xhr"):
+            self.fetches.append(urllib.parse.urlparse(request.url).path)
+
+    def text(self, selector):
+        return self.root.locator(selector).first.inner_text()
+
+    def drawing(self):
+        """The figure's SVG markup (what is drawn)."""
+        return self.root.locator(".lk-fig").first.evaluate(
+            "el => [...el.querySelectorAll('svg')].map(s => s.outerHTML).join('')")
+
+    def set_range(self, index, value):
+        self.root.locator('input[type="range"]').nth(index).fill(str(value))
+
+    def click(self, name):
+        self.root.get_by_role("button", name=name, exact=True).click()
+
+    def check_quiet(self):
+        """Nothing on the console from the figures, no exceptions, no failed figure requests."""
+        assert not self.errors, self.errors
+        # A failed resource of the site's own (a favicon) is the site's business;
+        # everything under /figures/ must load.
+        figure_failures = [f for f in self.failed if "/figures/" in f[0]]
+        assert not figure_failures, figure_failures
+        figure_logs = [c for c in self.console if "/figures/" in c[2] or not c[2]]
+        assert not figure_logs, figure_logs
+        assert all(p.startswith("/figures/data/") for p in self.fetches), self.fetches
+        # Neither the site's note for a figure that failed to mount nor the figure's own.
+        assert self.root.locator(".lk-figure-error, .lk-error").count() == 0, self.root.inner_text()
+
+    def screenshot(self, name=None):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.root.screenshot(path=str(SCREENSHOTS / f"{name or self.figure}.png"))
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.fixture
+def open_figure(browser, base_url):
+    pages = []
+
+    def open_(figure, width=760, color_scheme="light"):
+        pages.append(FigurePage(browser, base_url, figure, width, color_scheme))
+        return pages[-1]
+
+    yield open_
+    for p in pages:
+        p.close()
+
+
+# ---- every figure ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_figure_renders_quietly(open_figure, figure):
+    f = open_figure(figure)
+    shapes = f.root.locator(".lk-fig svg").first.evaluate("s => s.querySelectorAll('rect, path, line, circle, text').length")
+    assert shapes >= 10, f"{figure}: only {shapes} shapes drawn"
+    assert f.root.locator(".lk-fig button, .lk-fig input, .lk-fig select").count() >= 2
+    # The caption the site wrote stays below the figure.
+    assert f.root.locator(":scope > figcaption").count() == 1
+    assert f.root.locator(":scope > .lk-fig + figcaption").count() == 1
+    f.check_quiet()
+    f.screenshot()
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_figure_fits_a_phone(open_figure, figure):
+    """At 375 px nothing sticks out of the page; wide drawings and tables scroll
+    inside their own box."""
+    f = open_figure(figure, width=375)
+    overflow = f.page.evaluate("""() => {
+        const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+        const insideScroller = (el) => {
+            for (let a = el.parentElement; a && !a.classList.contains('lk-figure'); a = a.parentElement)
+                if (scrolls(a)) return true;
+            return false;
+        };
+        const out = [];
+        for (const el of document.querySelectorAll('.lk-fig, .lk-fig *')) {
+            if (insideScroller(el)) continue;
+            const r = el.getBoundingClientRect();
+            if (r.right > window.innerWidth + 1) out.push(el.tagName + '.' + el.className + ' ' + Math.round(r.right));
+        }
+        return out;
+    }""")
+    assert not overflow, overflow
+    f.check_quiet()
+    f.screenshot(f"{figure}-narrow")
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_figure_follows_dark_mode(open_figure, figure):
+    """The site goes dark with the system; the figure's text must stay readable."""
+    f = open_figure(figure, color_scheme="dark")
+    lightness = f.root.locator(".lk-fig").first.evaluate("""el => {
+        const luminance = (colour) => {
+            const [r, g, b] = colour.match(/[\\d.]+/g).map(Number);
+            return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+        };
+        const svgText = el.querySelector('svg text');
+        return { html: luminance(getComputedStyle(el).color), svg: luminance(getComputedStyle(svgText).fill) };
+    }""")
+    assert lightness["html"] > 0.6 and lightness["svg"] > 0.4, lightness
+    f.check_quiet()
+    f.screenshot(f"{figure}-dark")
+
+
+# Options as a figure block passes them: strings, and what the figure should show.
+OPTIONS = {
+    "roofline": ({"precision": "fp8", "kv_dtype": "bf16", "batch": "256", "context": "4096"},
+                 "256 sequences of 4,096 tokens", "of fp8 weights once and", "of bf16 K/V"),
+    "kv-cache-calculator": ({"preset": "qwen2-0.5b", "dtype": "fp8", "context": "32000", "batch": "8", "block_size": "32"},
+                            "24 layers × 2 KV heads × 64 dims × 1 byte", "1,000 blocks of 32 tokens"),
+    "batching-stepper": ({"kv_blocks": "32", "step": "20"}, "Step: 20 of 33", "--num-kv-blocks 32"),
+    "online-softmax": ({"seed": "5", "tile_size": "8"}, "seed 5", "8 scores"),
+}
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_figure_options(open_figure, figure):
+    """A figure mounted with a figure block's options (strings) starts where they say."""
+    options, *expected = OPTIONS[figure]
+    f = open_figure(figure)
+    text = f.page.evaluate("""async ([figure, options]) => {
+        const element = document.createElement('figure');
+        element.className = 'lk-figure';
+        document.body.append(element);
+        (await import(`/figures/${figure}.js`)).default(element, options);
+        // Wait for the figure's data, if it loads any.
+        for (let i = 0; i < 100 && !element.querySelector('svg *'); i++) await new Promise((r) => setTimeout(r, 50));
+        const shown = [...element.querySelectorAll('select')].map((s) => s.selectedOptions[0].textContent);
+        const labels = [...element.querySelectorAll('label')].map((l) => l.textContent);
+        return [element.innerText, ...shown, ...labels].join(' | ');
+    }""", [figure, options])
+    for snippet in expected:
+        assert snippet in text, (snippet, text)
+    f.check_quiet()
+
+
+def pages_with_figures():
+    """(URL path, figure ids) of every book section with a figure block."""
+    out = []
+    for md in sorted((ROOT / "book/content").glob("*/*.md")):
+        ids = re.findall(r"^```figure\n(?:.*\n)*?id: *([\w-]+)", md.read_text(), flags=re.M)
+        if ids:
+            chapter, section = md.parent.name, md.stem
+            out.append((f"/chapters/{chapter}" if section == "index" else f"/chapters/{chapter}/{section}", ids))
+    return out
+
+
+def test_figures_mount_on_the_book_pages(browser, base_url):
+    """Where the prose places figures (several to a page, with their options), each one mounts quietly."""
+    pages = pages_with_figures()
+    assert pages, "no section uses a figure"
+    for path, ids in pages:
+        page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        problems = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("console", lambda m: "/figures/" in m.location.get("url", "") and problems.append(m.text))
+        page.goto(base_url + path)
+        for k, figure_id in enumerate(ids):
+            figure = page.locator(f'figure.lk-figure[data-figure="{figure_id}"]').nth(ids[:k].count(figure_id))
+            figure.locator(".lk-fig svg").first.wait_for(timeout=10_000)
+            assert figure.locator(".lk-figure-error, .lk-error").count() == 0, (path, figure.inner_text())
+        assert not problems, (path, problems)
+        page.close()
+
+
+# ---- roofline ------------------------------------------------------------------------------
+
+def test_roofline_batch_slider_and_precision(open_figure):
+    f = open_figure("roofline")
+    h200 = json.loads((ROOT / "book/figures/data/h200.json").read_text())
+    model = h200["model"]
+    before_text, before_svg = f.text(".lk-readout"), f.drawing()
+    # The default is the prose's table (foundations/compute-bound-and-memory-bound): batch 64 at
+    # 576 tokens of fp32 K/V, 39.7 FLOP per byte, at most 10,868 tokens/s.
+    assert "64 sequences of 576 tokens" in before_text and "39.7 FLOP/byte, memory-bound" in before_text
+    assert "10,868 tokens/s" in before_text
+    assert "batch → ∞: 101 FLOP/byte" in before_svg
+
+    # The largest batch over short contexts of bf16 K/V passes the ridge: compute-bound at the bf16 GEMM ceiling.
+    f.root.get_by_role("group", name="K/V cache").get_by_role("button", name="bf16").click()
+    f.set_range(1, 0)
+    f.set_range(0, f.root.locator('input[type="range"]').first.get_attribute("max"))
+    after = f.text(".lk-readout")
+    assert "2,048 sequences of 64 tokens" in after and "compute-bound" in after and "Ceiling 749 TFLOP/s" in after
+    assert f.drawing() != before_svg
+
+    # Batch 1: intensity = FLOPs / (weights + K/V); the ceiling is that times the bandwidth.
+    f.set_range(0, 0)
+    context = 64
+    flops = model["decode_flop_per_token"] + model["attention_flop_per_context_token"] * context
+    intensity = flops / (model["weight_bytes"]["bf16"] + context * model["kv_bytes_per_token"]["bf16"])
+    ceiling = intensity * h200["ceilings"]["bandwidth_bytes_per_s"] / 1e12
+    text = f.text(".lk-readout")
+    shown = re.search(r"([\d.]+) FLOP/byte.*Ceiling ([\d.]+) TFLOP/s", text)
+    assert shown, text
+    assert float(shown.group(1)) == pytest.approx(intensity, rel=5e-3)
+    assert float(shown.group(2)) == pytest.approx(ceiling, rel=5e-3)
+
+    f.root.get_by_role("group", name="Weights and GEMMs").get_by_role("button", name="FP8").click()
+    assert "1,419 TFLOP/s" in f.drawing()
+    assert "8.03 GB of fp8 weights" in f.text(".lk-readout")
+
+    # A batch whose K/V outgrows the GPU says so.
+    f.set_range(1, f.root.locator('input[type="range"]').nth(1).get_attribute("max"))
+    f.set_range(0, 10)  # batch 48
+    assert "does not fit" in f.text(".lk-readout")
+    f.check_quiet()
+
+
+def test_roofline_marks_the_measured_workloads(open_figure):
+    f = open_figure("roofline")
+    svg = f.drawing()
+    # llama3-8b bf16 decode at batch 1: 141.1 tok/s x 15.31 GFLOP = 2.16 TFLOP/s, 51% of its ceiling
+    # (the bench's 51.0% of 276 tok/s).
+    assert "decode, batch 1" in svg and "2.16 TFLOP/s" in svg and "51.1% of its ceiling" in svg
+    # Prefill of 512: the rate the bench reported, 38.9% of the 749 TFLOP/s ceiling.
+    assert "prefill 512" in svg and "292 TFLOP/s" in svg and "38.9% of its ceiling" in svg
+    assert "ridge: 179 FLOP/byte" in svg
+
+
+# ---- KV-cache calculator ---------------------------------------------------------------------
+
+def kv_numbers(f):
+    """The calculator's numbers, by their titles."""
+    return {dt.inner_text(): dd.inner_text()
+            for dt, dd in zip(f.root.locator(".lk-number dt").all(), f.root.locator(".lk-number dd").all())}
+
+
+def kib_per_token(f):
+    m = re.search(r"= ([\d.]+) KiB per token", f.text(".lk-formula"))
+    assert m, f.text(".lk-formula")
+    return float(m.group(1))
+
+
+def test_kv_cache_calculator_arithmetic(open_figure):
+    f = open_figure("kv-cache-calculator")
+    # Default: llama3-8b (32 layers, 8 KV heads, head dim 128), bf16, 5,000 tokens, batch 64, blocks of 16.
+    assert kib_per_token(f) == 2 * 32 * 8 * 128 * 2 / 1024
+    per_token = 2 * 32 * 8 * 128 * 2
+    blocks = math.ceil(5000 / 16)
+    fit = math.floor((139.8 * 2**30 - 8.0305e9 * 2) / (blocks * 16 * per_token))
+    numbers = kv_numbers(f)
+    assert numbers["One sequence"].startswith("626 MiB") and f"{blocks} blocks of 16 tokens" in numbers["One sequence"]
+    assert numbers["Waste in its last block"].startswith(f"{blocks * 16 - 5000} token slots")
+    assert numbers["Sequences that fit on an H200"].startswith(str(fit))
+
+    # Without grouped-query attention (a KV head per query head) the cache is 4 times larger.
+    f.root.get_by_label("KV heads").select_option("32")
+    assert kib_per_token(f) == 2 * 32 * 32 * 128 * 2 / 1024
+    assert "what if" in f.text(".lk-formula")
+
+    before = f.drawing()
+    f.root.get_by_label("Model").select_option("gemma3-270m")
+    assert f.root.get_by_label("KV heads").input_value() == "1"  # back to the model's own
+    # Gemma 3 270M: 18 layers x 1 KV head x head dim 256.
+    assert kib_per_token(f) == 2 * 18 * 1 * 256 * 2 / 1024
+    assert kv_numbers(f)["Sequences that fit on an H200"] != numbers["Sequences that fit on an H200"]
+    assert f.drawing() != before
+
+    f.click("fp32")
+    assert kib_per_token(f) == 2 * 18 * 1 * 256 * 4 / 1024
+    f.root.get_by_label("Block size (tokens)").select_option("64")
+    assert kv_numbers(f)["Waste in its last block"].startswith(f"{math.ceil(5000 / 64) * 64 - 5000} token slots")
+    f.check_quiet()
+
+
+def test_kv_cache_calculator_overflow(open_figure):
+    f = open_figure("kv-cache-calculator")
+    f.set_range(0, 16)  # 131,072 tokens
+    f.set_range(1, 15)  # batch 1,024
+    svg = f.drawing()
+    assert "more than the GPU has" in svg
+    assert "fewer than the batch" in kv_numbers(f)["Sequences that fit on an H200"]
+    f.check_quiet()
+
+
+def test_kv_presets_match_the_engine(minfer):
+    """The calculator's shapes are those of the engine's synthetic presets."""
+    source = (ROOT / "book/figures/kv-cache-calculator.js").read_text()
+    listing = {}
+    for line in minfer("synth", "--list").stdout.splitlines():
+        # preset arch shape-of... dim layers heads kv ffn vocab context notes
+        m = re.match(r"(\S+)\s+\w+\s+.*?\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+\d+\s+(\d+)", line)
+        if m:
+            listing[m.group(1)] = [int(v) for v in m.groups()[1:]]
+    # Gemma 3's head size (256) is not dim / heads; its GGUF says so (a 0.5 GiB model, quick to build).
+    gemma = minfer("inspect", "--synthetic", "gemma3-270m:bf16").stdout
+    gemma_head_dim = int(re.search(r"gemma3\.attention\.key_length\s+u32\s+= (\d+)", gemma).group(1))
+    for preset in ["llama3-8b", "llama3-1b", "qwen2-0.5b", "gemma3-270m"]:
+        m = re.search(rf'"{re.escape(preset)}": {{[^}}]*layers: (\d+), kvHeads: (\d+), headDim: (\d+), params: [\d.e]+, '
+                      rf'maxContext: (\d+), heads: (\d+)', source)
+        assert m, preset
+        layers, kv_heads, head_dim, context, query_heads = map(int, m.groups())
+        dim, n_layers, heads, n_kv, n_context = listing[preset]
+        assert (layers, kv_heads, context, query_heads) == (n_layers, n_kv, n_context, heads), preset
+        assert head_dim == (gemma_head_dim if preset == "gemma3-270m" else dim // heads), preset
+
+
+# ---- batching stepper ----------------------------------------------------------------------
+
+def test_trace_data_is_what_the_engine_does(tmp_path):
+    out = tmp_path / "trace.json"
+    env = {**os.environ, "MINFER_BIN": minfer_bin()}
+    subprocess.run(["bash", str(ROOT / "scripts/book-trace.sh"), str(out)], check=True, env=env, timeout=120)
+    assert out.read_text() == TRACE.read_text(), "book/figures/data/trace-stories260K.json is stale: run scripts/book-trace.sh"
+
+
+def test_trace_data_shows_what_the_figure_is_about():
+    data = json.loads(TRACE.read_text())
+    preemptions = [sum(len(s["preempted"]) for s in run["steps"]) for run in data["runs"]]
+    # The default pool preempts; the largest is big enough not to.
+    assert preemptions[data["default_run"]] >= 1 and preemptions[-1] == 0, preemptions
+    for run in data["runs"]:
+        steps = run["steps"]
+        assert steps[-1]["prefix_cache_hits"] > 0, "no prefix-cache hit"
+        assert any(s["kind"] == "prefill" and s["computed"] > 0 for st in steps for s in st["seqs"]), "no chunked prefill"
+        assert any(len(st["seqs"]) >= 3 and any(s["kind"] == "decode" for s in st["seqs"])
+                   and any(s["kind"] == "prefill" for s in st["seqs"]) for st in steps), "no step mixing prefill and decode"
+        assert max(len(s["seqs"]) for s in steps) == run["settings"]["max_num_seqs"]
+        assert len({q["request"] for s in steps for q in s["seqs"]}) == len(data["requests"])
+        assert all(s["blocks_total"] == run["settings"]["num_kv_blocks"] for s in steps)
+
+
+def owned_blocks(step):
+    return {b for s in step["seqs"] for b in s["blocks"]}
+
+
+def check_step_drawn(f, step):
+    """The status line and the block grid of one step are the file's."""
+    status = f.text(".lk-status")
+    assert f"step {step['step']}" in status
+    assert f"free blocks {step['blocks_free']} of {step['blocks_total']}" in status
+    assert f"waiting {step['waiting']}" in status
+    assert f"{step['num_tokens']} token" in status
+    svg = f.drawing()
+    for block in range(step["blocks_total"]):
+        assert f">#{block}<" in svg
+    # Every block a scheduled sequence holds carries its owners' names under it.
+    labels = f.root.locator(".lk-kv-id").all_text_contents()
+    owner_labels = [t for t in labels if t and not t.startswith("#")]
+    assert len(owner_labels) == len(owned_blocks(step)), (step["step"], owner_labels)
+
+
+def test_batching_stepper_follows_the_trace(open_figure):
+    data = json.loads(TRACE.read_text())
+    run = data["runs"][data["default_run"]]
+    f = open_figure("batching-stepper")
+    slider = f.root.locator('input[type="range"]').first
+    first_preemption = next(i for i, s in enumerate(run["steps"]) if s["preempted"])
+    assert int(slider.input_value()) == first_preemption + 1  # the default state shows a preemption
+    assert "preempted" in f.text(".lk-status")
+    assert run["command"] in f.root.inner_text()
+
+    for step_number in [1, 2, first_preemption + 2, len(run["steps"])]:
+        f.set_range(0, step_number)
+        check_step_drawn(f, run["steps"][step_number - 1])
+
+    before = f.text(".lk-readout")
+    f.click("◀ Previous")
+    assert f.text(".lk-readout") != before
+    assert int(slider.input_value()) == len(run["steps"]) - 1
+    f.click("Next preemption")
+    assert f"step {first_preemption + 1}" in f.text(".lk-status")
+
+    f.click("Play")
+    f.page.wait_for_function(f"() => document.querySelector('input[type=range]').value > {first_preemption + 1}", timeout=5000)
+    f.click("Pause")
+    f.check_quiet()
+
+
+def test_batching_stepper_pool_sizes(open_figure):
+    data = json.loads(TRACE.read_text())
+    f = open_figure("batching-stepper")
+    slider = f.root.locator('input[type="range"]').first
+    for k, run in enumerate(data["runs"]):
+        f.root.get_by_label("KV pool").select_option(str(k))
+        assert slider.get_attribute("max") == str(len(run["steps"]))
+        check_step_drawn(f, run["steps"][int(slider.input_value()) - 1])
+        assert run["command"] in f.root.inner_text()
+        no_preemption = not any(s["preempted"] for s in run["steps"])
+        assert f.root.get_by_role("button", name="Next preemption").is_disabled() == no_preemption
+    f.check_quiet()
+
+
+# ---- online softmax --------------------------------------------------------------------------
+
+def largest_difference(f):
+    m = re.search(r"Largest difference ([\d.e+-]+)", f.text(".lk-compare"))
+    assert m, f.text(".lk-compare")
+    return float(m.group(1))
+
+
+def test_online_softmax_steps_and_agrees(open_figure):
+    f = open_figure("online-softmax")
+    # The default shows every tile read, and the float32 result agreeing with the float64 softmax.
+    rows = f.root.locator("tbody tr")
+    assert rows.count() == 4
+    assert 0 <= largest_difference(f) < 1e-6
+    assert f.root.locator("td.lk-rescaled").count() >= 1  # the running max rose at least once
+
+    f.click("Reset")
+    assert "Nothing read yet" in f.text(".lk-readout")
+    assert "tiles to go" in f.text(".lk-compare")
+    before = f.drawing()
+    f.click("Next tile ▶")
+    assert rows.count() == 1 and f.drawing() != before
+    f.click("Next tile ▶")
+    assert "Tile 2" in f.text(".lk-readout")
+
+    f.root.get_by_label("Tile size").select_option("8")
+    for _ in range(2):
+        f.click("Next tile ▶")
+    assert rows.count() == 2 and 0 <= largest_difference(f) < 1e-6
+
+    seed_before = f.text(".lk-label")
+    f.click("New random scores")
+    assert f.text(".lk-label") != seed_before
+    for _ in range(2):
+        f.click("Next tile ▶")
+    assert 0 <= largest_difference(f) < 1e-6
+    f.check_quiet()
