@@ -29,6 +29,7 @@ PACKAGES=(
   libboost-container1.81-dev libboost-container1.81.0   # Boost::json's CMake config links Boost::container
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libxxhash-dev                                         # header-only (XXH_INLINE_ALL): no libxxhash0
+  libcmark-gfm-dev libcmark-gfm0.29.0.gfm.6 libcmark-gfm-extensions-dev libcmark-gfm-extensions0.29.0.gfm.6   # the book
   pkgconf pkgconf-bin libpkgconf3
 )
 CHECK=0 PREBUILT=0
