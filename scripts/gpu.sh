@@ -15,6 +15,9 @@
 #   --synth       logits and greedy tokens GPU against CPU on random-weight models of
 #                 real shapes (llama3-8b bf16 and q4_k_m, llama3-1b, qwen2, gemma3;
 #                 SYNTH_MODELS="PRESET:DTYPE:THRESHOLD ..." picks others)
+#   --real        the same (logits, greedy tokens where the margin is clear) for the real
+#                 GGUF models in /tmp/minfer-models/real, carried there in parts by
+#                 scripts/gpu-model-parts.sh
 #   --serve       the server tests (tests/integration/test_server.py) against
 #                 `minfer serve --device cuda`
 #   --bench       minfer bench latency on llama3-8b and llama3-1b (graphs and eager, and
@@ -35,7 +38,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_SERVE=0 DO_BENCH=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
 while (($#)); do
@@ -43,6 +46,7 @@ while (($#)); do
     --build) DO_BUILD=1 ;;
     --test) DO_TEST=1 ;;
     --synth) DO_SYNTH=1 ;;
+    --real) DO_REAL=1 ;;
     --serve) DO_SERVE=1 ;;
     --bench) DO_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
@@ -52,12 +56,12 @@ while (($#)); do
     --filter) FILTER=$2; shift ;;
     --deps) DEPS=$2; shift ;;
     --build-dir) BUILD_DIR=$2; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_SERVE || DO_BENCH || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -219,6 +223,18 @@ if ((DO_SYNTH)); then
     run_phase "synth-$preset-$dtype" "$BIN/minfer_gpu_model" --synthetic "$(synth_model "$preset" "$dtype")" \
       --threshold "$threshold"
   done
+fi
+if ((DO_REAL)); then
+  # Real weights, quantized (Q4_1, Q4_K_M): the GPU's GEMVs take fp32 activations,
+  # the CPU's dots int8 ones, hence the threshold.
+  found=0
+  for model in "$MODELS"/real/*.gguf; do
+    [ -f "$model" ] || continue
+    found=1
+    name=$(basename "$model" .gguf)
+    run_phase "real-$name" "$BIN/minfer_gpu_model" --synthetic "$model" --threshold "${REAL_THRESHOLD:-1e-1}"
+  done
+  ((found)) || { TABLE+=("real            -    FAIL (no model in $MODELS/real)"); FAILED=1; }
 fi
 if ((DO_SERVE)); then
   run_phase serve env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" python3 -m pytest -q tests/integration/test_server.py
