@@ -4,7 +4,7 @@
 # packages that scripts/gpu-bundle.sh gathered into .gpu/, then runs the GPU
 # tests. Nothing is installed into /: the packages are unpacked under /tmp.
 #
-#   bash scripts/gpu.sh [--build] [--test] [--synth] [--serve] [--bench] [--memcheck] [--racecheck]
+#   bash scripts/gpu.sh [--build] [--test] [--synth] [--real] [--serve] [--bench] [--memcheck] [--racecheck]
 #                       [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
