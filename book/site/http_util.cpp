@@ -43,6 +43,23 @@ int hex_value(char c) {
 
 }  // namespace
 
+std::optional<std::string> percent_decode(std::string_view text) {
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\0') return std::nullopt;
+        if (text[i] != '%') {
+            out.push_back(text[i]);
+            continue;
+        }
+        if (i + 2 >= text.size()) return std::nullopt;
+        const int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return std::nullopt;
+        out.push_back(char(hi * 16 + lo));
+        i += 2;
+    }
+    return out;
+}
+
 std::string ascii_lower(std::string_view s) {
     std::string out(s);
     for (char& c : out)
@@ -56,22 +73,16 @@ std::string_view target_path(std::string_view target) {
 
 std::optional<std::vector<std::string>> decode_segments(std::string_view path) {
     if (!path.empty() && path.front() == '/') path.remove_prefix(1);
-    std::vector<std::string> segments(1);
-    for (size_t i = 0; i < path.size(); ++i) {
-        char c = path[i];
-        if (c == '/') {
-            segments.emplace_back();
-        } else if (c == '%') {
-            if (i + 2 >= path.size()) return std::nullopt;
-            int hi = hex_value(path[i + 1]), lo = hex_value(path[i + 2]);
-            if (hi < 0 || lo < 0) return std::nullopt;
-            segments.back() += char(hi * 16 + lo);
-            i += 2;
-        } else {
-            segments.back() += c;
-        }
+    // Split first: an encoded slash (%2F) stays inside its segment.
+    std::vector<std::string> segments;
+    while (true) {
+        const size_t slash = path.find('/');
+        std::optional<std::string> segment = percent_decode(path.substr(0, slash));
+        if (!segment) return std::nullopt;
+        segments.push_back(std::move(*segment));
+        if (slash == std::string_view::npos) return segments;
+        path.remove_prefix(slash + 1);
     }
-    return segments;
 }
 
 bool accepts(const HttpRequest& request, std::string_view media_type) {

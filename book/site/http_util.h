@@ -15,6 +15,9 @@ namespace minfer::book {
 // The target without its query string: "/api/v1/chapters?x=1" -> "/api/v1/chapters".
 std::string_view target_path(std::string_view target);
 
+// Decodes %XX escapes; nullopt for a malformed escape or a NUL (encoded or not).
+std::optional<std::string> percent_decode(std::string_view text);
+
 // The path's segments after the leading '/', each percent-decoded; nullopt
 // when an escape is malformed ("%", "%4", "%zz"). "/a/b%2Fc" -> {"a", "b/c"}.
 std::optional<std::vector<std::string>> decode_segments(std::string_view path);

@@ -1,9 +1,7 @@
 #include "book/site/source_tree.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "book/site/book_index.h"
+#include "book/site/http_util.h"
 #include "book/site/run_command.h"
 
 namespace minfer::book {
@@ -88,36 +86,7 @@ std::optional<std::string> SourceTree::lookup(std::string_view url_path) const {
     return decoded;
 }
 
-std::string SourceTree::read(const std::string& relative) const {
-    std::ifstream in(root_ / relative, std::ios::binary);
-    if (!in) throw BookError("cannot read " + relative);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-std::optional<std::string> percent_decode(std::string_view text) {
-    std::string out;
-    for (size_t i = 0; i < text.size(); ++i) {
-        if (text[i] != '%') {
-            if (text[i] == '\0') return std::nullopt;
-            out.push_back(text[i]);
-            continue;
-        }
-        if (i + 2 >= text.size()) return std::nullopt;
-        const auto hex = [](char c) -> int {
-            if (c >= '0' && c <= '9') return c - '0';
-            if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-            if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-            return -1;
-        };
-        const int hi = hex(text[i + 1]), lo = hex(text[i + 2]);
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return std::nullopt;
-        out.push_back(char(hi * 16 + lo));
-        i += 2;
-    }
-    return out;
-}
+std::string SourceTree::read(const std::string& relative) const { return read_text_file(root_ / relative); }
 
 bool looks_like_text(std::string_view bytes) {
     return bytes.size() <= (2u << 20) && bytes.find('\0') == std::string_view::npos;

@@ -36,9 +36,6 @@ private:
     std::set<std::string> files_;
 };
 
-// Decodes %XX escapes; nullopt for a malformed escape or an encoded NUL.
-std::optional<std::string> percent_decode(std::string_view text);
-
 // True for text a browser can show (no NUL bytes, not huge).
 bool looks_like_text(std::string_view bytes);
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "book/site/book_index.h"
+#include "book/site/http_util.h"
 #include "book/site/source_tree.h"
 #include "book/site/symbols.h"
 
