@@ -401,9 +401,9 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     ResponseBuilder builder(tokenizer_, chat, chat ? random_id("chatcmpl") : random_id("cmpl"), unix_now(),
                             config_.served_model_name, cr.options, cr.prompts);
     bool client_gone = false;
-    if (stream) {
-        const bool started = co_await res.begin_stream(http::status::ok, "text/event-stream");
-        client_gone = !started;
+    if (stream && !co_await res.begin_stream(http::status::ok, "text/event-stream")) {
+        client_gone = true;  // gone before the first byte: nobody will read these sequences
+        for (const Tracked& t : tracked) engine_->abort(t.id);
     }
     size_t unfinished = n_prompts;
     size_t next_early = 0;
