@@ -4,9 +4,10 @@
 # stays warm between the calls.
 #
 #   here:  scripts/gpu-model-parts.sh split NAME     (NAME as in scripts/get-model.sh)
-#          -> .gpu-parts/FILE.partNN (40 MiB each; .gpu fits beside one) and FILE.sha256
-#   there: scripts/gpu-model-parts.sh receive        (each call, carry [".gpu", ".gpu-parts/FILE.partNN"]
-#          and for the first call also ".gpu-parts/FILE.sha256")
+#          -> .gpu-parts/FILE.partNN and FILE.sha256; PART_MIB (default 56) fits one
+#             part beside the 4 MiB working tree; PART_MIB=40 leaves room for .gpu too
+#   there: scripts/gpu-model-parts.sh receive        (each call, carry [".gpu-parts/FILE.partNN"]
+#          and for the first call also ".gpu-parts/FILE.sha256"; the parts wait in /tmp)
 #          -> keeps the carried parts in /tmp/minfer-models/parts; once all are there,
 #             /tmp/minfer-models/real/FILE, checked against its SHA-256
 # Then `bash scripts/gpu.sh --real` compares the GPU with the CPU on every model in
@@ -23,7 +24,7 @@ case "${1:-}" in
     file=$(basename "$path")
     mkdir -p "$PARTS"
     rm -f "$PARTS/$file".part*
-    split -b 40M -d -a 2 "$path" "$PARTS/$file.part"
+    split -b "${PART_MIB:-56}M" -d -a 2 "$path" "$PARTS/$file.part"
     (cd "$(dirname "$path")" && sha256sum "$file") > "$PARTS/$file.sha256"
     ls -l "$PARTS" | grep -F "$file"
     ;;
@@ -34,6 +35,7 @@ case "${1:-}" in
       [ -e "$sum" ] || continue
       file=$(awk '{print $2}' "$sum")
       [ -f "$STORE/real/$file" ] && { echo "have $file"; continue; }
+      compgen -G "$STORE/parts/$file.part*" >/dev/null || { echo "$file: no parts yet"; continue; }
       cat "$STORE/parts/$file".part* > "$STORE/real/$file.tmp"
       if (cd "$STORE/real" && sed "s/ $file\$/ $file.tmp/" "$sum" | sha256sum -c --quiet >/dev/null 2>&1); then
         mv "$STORE/real/$file.tmp" "$STORE/real/$file"

@@ -24,6 +24,9 @@
 #                 --quantization fp8 with BENCH_FP8=1; BENCH_MODELS="PRESET:DTYPE ..."),
 #                 and minfer_gpu_ops --bench (BENCH_OPS= skips it); the
 #                 table goes to $LOGS/bench.log
+#   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 33, one run
+#                 after one warm-up) for PROFILE_MODELS (default llama3-1b:bf16 llama3-8b:bf16),
+#                 summed per kernel by scripts/kernel_times.py into $LOGS/profile-*.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -38,7 +41,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
 while (($#)); do
@@ -49,6 +52,7 @@ while (($#)); do
     --real) DO_REAL=1 ;;
     --serve) DO_SERVE=1 ;;
     --bench) DO_BENCH=1 ;;
+    --profile) DO_PROFILE=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -56,12 +60,12 @@ while (($#)); do
     --filter) FILTER=$2; shift ;;
     --deps) DEPS=$2; shift ;;
     --build-dir) BUILD_DIR=$2; shift ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -171,6 +175,14 @@ racecheck_ours() {
   [ "$rc" -eq 0 ] && [ "$ours" -eq 0 ]
 }
 
+find_ncu() {
+  command -v ncu && return
+  for p in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  return 1
+}
+
 find_sanitizer() {
   command -v compute-sanitizer && return
   for p in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
@@ -255,6 +267,24 @@ if ((DO_BENCH)); then
     return 0
   }
   run_phase bench bench_table
+fi
+if ((DO_PROFILE)); then
+  # ncu times each kernel alone (serialized, clocks left as they are); the sum per
+  # step, set against the graph step time of --bench, shows what launches and gaps cost.
+  profile_decode() {  # PRESET:DTYPE
+    local ncu path csv
+    ncu=$(find_ncu) || { echo "no ncu"; return 1; }
+    path=$(synth_model "${1%%:*}" "${1##*:}")
+    csv=$LOGS/ncu-${1//:/-}.csv
+    "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      "$MINFER" bench latency "$path" --device cuda --enforce-eager --input-len 16 --output-len 33 \
+      --repetitions 1 --warmup 1 >"$csv" || return 1
+    # Two runs of 32 decode steps each (the warm-up and the measured one).
+    python3 scripts/kernel_times.py "$csv" --steps 64
+  }
+  for model in ${PROFILE_MODELS:-llama3-1b:bf16 llama3-8b:bf16}; do
+    run_phase "profile-${model//:/-}" profile_decode "$model"
+  done
 fi
 if ((DO_MEMCHECK)); then
   if sanitizer=$(find_sanitizer); then
