@@ -20,13 +20,14 @@
 #                 scripts/gpu-model-parts.sh
 #   --serve       the server tests (tests/integration/test_server.py) against
 #                 `minfer serve --device cuda`
-#   --bench       minfer bench latency on llama3-8b and llama3-1b (graphs and eager, and
-#                 --quantization fp8 with BENCH_FP8=1; BENCH_MODELS="PRESET:DTYPE ..."),
+#   --bench       minfer bench latency, 512 in / 128 out, on BENCH_MODELS="PRESET:DTYPE:BATCH ..."
+#                 (graphs; at batch 1 also eager and, with BENCH_FP8=1, --quantization fp8),
 #                 and minfer_gpu_ops --bench (BENCH_OPS= skips it); the
 #                 table goes to $LOGS/bench.log
-#   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 33, one run
-#                 after one warm-up) for PROFILE_MODELS (default llama3-1b:bf16 llama3-8b:bf16),
-#                 summed per kernel by scripts/kernel_times.py into $LOGS/profile-*.log
+#   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 17: one
+#                 prefill and 16 decode steps) for PROFILE_RUNS="PRESET:DTYPE:BATCH ..."
+#                 (default llama3-1b:bf16:1 llama3-8b:bf16:64), summed per kernel by
+#                 scripts/kernel_times.py into $LOGS/profile-*.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -36,8 +37,9 @@
 #   --deps DIR    where the packages are unpacked (default /tmp/minfer-deps)
 #   --build-dir DIR                                (default build-gpu)
 # With no step flag it does --build --test. Logs go to $BUILD_DIR/logs and,
-# when $OUT is set, to $OUT. Prints a table of the phases' times at the end and
-# exits non-zero if any phase failed.
+# when $OUT is set, to $OUT/gpu-logs.tgz (this run's phases, renewed as each
+# ends). Prints a table of the phases' times at the end and exits non-zero if
+# any phase failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,6 +73,7 @@ done
 LOGS=$BUILD_DIR/logs
 mkdir -p "$LOGS"
 TABLE=()
+RAN=()  # this run's phase logs
 FAILED=0
 
 # run_phase NAME COMMAND...: runs the command with its output in $LOGS/NAME.log, and times it.
@@ -85,8 +88,11 @@ run_phase() {
   TABLE+=("$(awk -v n="$name" -v a="$t0" -v b="$t1" -v rc="$rc" \
     'BEGIN { printf "%-10s %8.1f s  %s", n, b - a, rc == 0 ? "ok" : "FAIL (exit " rc ")" }')")
   ((rc == 0)) || FAILED=1
-  # Each log reaches $OUT as soon as its phase ends, so a run cut short still reports.
-  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$LOGS/$name.log" "$OUT"/ 2>/dev/null || true; fi
+  RAN+=("$name.log")
+  # This run's logs reach $OUT as soon as each phase ends, so a run cut short still reports.
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    tar czf "$OUT/gpu-logs.tgz" -C "$LOGS" "${RAN[@]}" 2>/dev/null || true
+  fi
   printf '%s\n' "${TABLE[@]}" >"${OUT:-$LOGS}/summary-so-far.log" 2>/dev/null || true
   return "$rc"
 }
@@ -98,7 +104,7 @@ finish() {
     printf '%s\n' "${TABLE[@]}"
   } | tee "$LOGS/summary.log"
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-    cp "$LOGS"/*.log "$OUT"/ 2>/dev/null || true
+    cp "$LOGS/summary.log" "$OUT"/ 2>/dev/null || true
   fi
   exit "$FAILED"
 }
@@ -253,14 +259,17 @@ if ((DO_SERVE)); then
 fi
 if ((DO_BENCH)); then
   bench_table() {
-    local preset args
-    local model args
-    for model in ${BENCH_MODELS:-llama3-8b:bf16 llama3-1b:bf16 llama3-8b:q8_0 llama3-8b:q4_k_m}; do
-      local path; path=$(synth_model "${model%%:*}" "${model##*:}")
+    local spec preset dtype batch args
+    for spec in ${BENCH_MODELS:-llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:bf16:64}; do
+      IFS=: read -r preset dtype batch <<<"$spec"
+      batch=${batch:-1}
+      local path; path=$(synth_model "$preset" "$dtype")
       for args in "" "--enforce-eager" ${BENCH_FP8:+"--quantization fp8"}; do
-        [ "$args" = "--quantization fp8" ] && [ "${model##*:}" != bf16 ] && continue
-        echo "--- $model --input-len 512 --output-len 128 $args"
-        "$MINFER" bench latency "$path" --device cuda --input-len 512 --output-len 128 --repetitions 3 $args || return 1
+        [ "$args" = "--quantization fp8" ] && { [ "$dtype" != bf16 ] || [ "$batch" != 1 ]; } && continue
+        [ "$args" = "--enforce-eager" ] && [ "$batch" != 1 ] && continue
+        echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 $args"
+        "$MINFER" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
+          --repetitions 3 $args || return 1
       done
     done
     [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
@@ -271,19 +280,19 @@ fi
 if ((DO_PROFILE)); then
   # ncu times each kernel alone (serialized, clocks left as they are); the sum per
   # step, set against the graph step time of --bench, shows what launches and gaps cost.
-  profile_decode() {  # PRESET:DTYPE
-    local ncu path csv
+  profile_decode() {  # PRESET:DTYPE:BATCH
+    local ncu path csv preset dtype batch
+    IFS=: read -r preset dtype batch <<<"$1"
     ncu=$(find_ncu) || { echo "no ncu"; return 1; }
-    path=$(synth_model "${1%%:*}" "${1##*:}")
-    csv=$LOGS/ncu-${1//:/-}.csv
+    path=$(synth_model "$preset" "$dtype")
+    csv=$LOGS/ncu-$preset-$dtype-$batch.csv
     "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-      "$MINFER" bench latency "$path" --device cuda --enforce-eager --input-len 16 --output-len 33 \
-      --repetitions 1 --warmup 1 >"$csv" || return 1
-    # Two runs of 32 decode steps each (the warm-up and the measured one).
-    python3 scripts/kernel_times.py "$csv" --steps 64
+      "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 16 \
+      --output-len 17 --repetitions 1 --warmup 0 >"$csv" || return 1
+    python3 scripts/kernel_times.py "$csv" --steps 16
   }
-  for model in ${PROFILE_MODELS:-llama3-1b:bf16 llama3-8b:bf16}; do
-    run_phase "profile-${model//:/-}" profile_decode "$model"
+  for run in ${PROFILE_RUNS:-llama3-1b:bf16:1 llama3-8b:bf16:64}; do
+    run_phase "profile-${run//:/-}" profile_decode "$run"
   done
 fi
 if ((DO_MEMCHECK)); then

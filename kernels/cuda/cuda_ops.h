@@ -79,8 +79,11 @@ void launch_paged_attention(const DeviceStep& st, const float* q, const float* k
                             size_t workspace_bytes, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
-// out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule).
-void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, int32_t* out_ids, cudaStream_t stream);
+// out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule;
+// 0 for a row of NaNs). workspace: argmax_workspace_bytes(rows, vocab) of device memory.
+size_t argmax_workspace_bytes(int32_t rows, int32_t vocab);
+void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, void* workspace, int32_t* out_ids,
+                        cudaStream_t stream);
 
 // ---- sampling_device.cu ----------------------------------------------------------------
 // The whole of engine/sampling.cpp's sample_row on the device. The host packs
@@ -163,7 +166,6 @@ void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t 
 // W ~= scale * W8, scale = absmax(W) / 448, W8 = e4m3(W / scale) (round to
 // nearest even, saturating). k must be a multiple of 16 (rows of 16-byte words).
 constexpr float kFp8Max = 448.0f;
-constexpr int kFp8GemvMaxRows = 8;
 // w8[n, k] = e4m3(w / *scale) of w[n, k] of `type` (device memory), with *scale =
 // absmax / 448 (1 when w is all zeros) computed and written on the device.
 // amax: one float of device scratch.
@@ -173,7 +175,14 @@ void launch_fp8_quantize_weight(const void* w, DType type, int64_t n, int64_t k,
 // absmax(x) / 448, all on the device (nothing is read back; graph-capturable).
 void launch_fp8_quantize_act(const float* x, int64_t rows, int64_t k, uint8_t* xq, float* scale, float* amax,
                              cudaStream_t stream);
-// out[rows, n] = *scale * x[rows, k] * W8^T, rows in 1..kFp8GemvMaxRows; fp32 activations and accumulation.
+
+// ---- gemv.cu: decode matmuls of dense weights, fp32 activations and accumulation ----
+constexpr int kGemvMaxRows = 8;
+// out[rows, n] = x[rows, k] * W^T, rows in 1..kGemvMaxRows; W: n rows of ldw
+// F16/BF16 elements (ldw a multiple of 8 and >= k, the padding zeros).
+void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, DType type, int64_t ldw, int32_t n,
+                       float* out, cudaStream_t stream);
+// out[rows, n] = *scale * x[rows, k] * W8^T, rows in 1..kGemvMaxRows; W8 rows of k bytes, k a multiple of 16.
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream);
 

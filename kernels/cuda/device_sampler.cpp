@@ -201,13 +201,16 @@ size_t DeviceSampler::sample(float* logits, int32_t vocab, std::span<const Sampl
     const int32_t n = int32_t(rows.size());
     if (n == 0) return 0;
     if (vocab <= 0) throw std::invalid_argument("cuda: sample needs a vocabulary of at least one token");
-    if (size_t(n) > ids_capacity_) {
+    // The ids, then the argmax's partials (16-byte aligned).
+    const size_t ids_bytes = (size_t(n) * sizeof(int32_t) + 15) / 16 * 16;
+    const size_t bytes = ids_bytes + argmax_workspace_bytes(n, vocab);
+    if (bytes > ids_capacity_) {
         CUDA_CHECK(cudaStreamSynchronize(stream_));
         CUDA_CHECK(cudaFree(ids_dev_));
         ids_dev_ = nullptr;
         ids_capacity_ = 0;
-        CUDA_CHECK(cudaMalloc(&ids_dev_, size_t(n) * sizeof(int32_t)));
-        ids_capacity_ = size_t(n);
+        CUDA_CHECK(cudaMalloc(&ids_dev_, bytes));
+        ids_capacity_ = bytes;
     }
     int32_t sampled = 0;
     for (const SamplingRow& row : rows) sampled += !row.params->greedy();
@@ -216,7 +219,8 @@ size_t DeviceSampler::sample(float* logits, int32_t vocab, std::span<const Sampl
 
     const size_t uploaded = pack(vocab, rows, chunk);
     launch_sample_processors(dev_sampling_, logits, n, vocab, stream_);
-    launch_argmax_rows(logits, n, vocab, ids_dev_, stream_);  // the greedy rows' ids (the others are overwritten)
+    // The greedy rows' ids (the sampled rows' are overwritten below).
+    launch_argmax_rows(logits, n, vocab, reinterpret_cast<char*>(ids_dev_) + ids_bytes, ids_dev_, stream_);
     if (sampled) {
         grow_scratch(chunk, vocab);
         for (int32_t first = 0; first < sampled; first += chunk)

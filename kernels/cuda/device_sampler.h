@@ -50,7 +50,7 @@ private:
     SampleScratch scratch_;
     size_t scratch_elems_ = 0;  // of each of the four arrays
     int32_t* ids_dev_ = nullptr;
-    size_t ids_capacity_ = 0;
+    size_t ids_capacity_ = 0;  // bytes: the ids and the argmax's partials
 };
 
 }  // namespace minfer::cuda

@@ -1,5 +1,7 @@
 // RMSNorm with the fused residual add, and RoPE with the K/V write into the
 // paged pool.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/reduce.cuh"
@@ -8,28 +10,51 @@ namespace minfer::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 256;
-constexpr int kRopeThreads = 128;
+constexpr int kNormMaxThreads = 1024;
+constexpr int kRopeThreads = 64;
 
-// One block per row: residual += delta, then out = weight * (x / rms(x)).
-__global__ void add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim,
-                                    float* out) {
+// One block per row: residual += delta, then out = weight * (x / rms(x)). A
+// decode step has one or a few rows, so a block is as wide as its row (up to
+// 1024 threads, four floats a thread) and reads it in one pass of 16-byte loads.
+template <bool Vec>
+__global__ void __launch_bounds__(kNormMaxThreads)
+    add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim, float* out) {
     __shared__ float scratch[32];
     const int64_t base = int64_t(blockIdx.x) * dim;
     float* x = residual + base;
     float ss = 0.0f;
-    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
-        float v = x[j];
-        if (delta) {
-            v += delta[base + j];
-            x[j] = v;
+    if constexpr (Vec) {
+        for (int32_t j = threadIdx.x; j < dim / 4; j += blockDim.x) {
+            float4 v = reinterpret_cast<const float4*>(x)[j];
+            if (delta) {
+                const float4 d = reinterpret_cast<const float4*>(delta + base)[j];
+                v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
+                reinterpret_cast<float4*>(x)[j] = v;
+            }
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
-        ss += v * v;
+    } else {
+        for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
+            float v = x[j];
+            if (delta) {
+                v += delta[base + j];
+                x[j] = v;
+            }
+            ss += v * v;
+        }
     }
     ss = block_sum(ss, scratch);
     const float inv = 1.0f / sqrtf(ss / dim + eps);
     // Each thread reads back only the elements it wrote above.
-    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) out[base + j] = weight[j] * (inv * x[j]);
+    if constexpr (Vec) {
+        for (int32_t j = threadIdx.x; j < dim / 4; j += blockDim.x) {
+            const float4 v = reinterpret_cast<const float4*>(x)[j], w = reinterpret_cast<const float4*>(weight)[j];
+            reinterpret_cast<float4*>(out + base)[j] =
+                make_float4(w.x * (inv * v.x), w.y * (inv * v.y), w.z * (inv * v.z), w.w * (inv * v.w));
+        }
+    } else {
+        for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) out[base + j] = weight[j] * (inv * x[j]);
+    }
 }
 
 // The rotation angle of pair i at (scaled) position pos. The divisions and the
@@ -45,48 +70,49 @@ __device__ __forceinline__ int2 rope_pair(const RopeArgs& rope, int i) {
     return rope.neox ? make_int2(i, i + rope.n_rot / 2) : make_int2(2 * i, 2 * i + 1);
 }
 
-// One block per token row. q is rotated in place, pair by pair; k is read from
-// its input rows and written rotated into the pool, element by element, so no
-// thread reads what another writes.
-__global__ void rope_kv_write_kernel(DeviceStep st, float* q, const float* k, const float* v, HeadShape hs,
-                                     const __grid_constant__ RopeArgs rope, float* k_pool, float* v_pool) {
-    const int32_t row = blockIdx.x, hd = hs.head_dim, half = rope.n_rot / 2;
+// One block per (token row, head), the q heads first, then the kv heads: a
+// decode step's single row still spreads over as many blocks as it has heads.
+// A q head is rotated in place, pair by pair; a kv head's k is read from its
+// input row and written rotated into the pool, element by element (so no thread
+// reads what another writes), and its v is copied.
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_kv_write_kernel(DeviceStep st, float* q, const float* k, const float* v, HeadShape hs,
+                         const __grid_constant__ RopeArgs rope, float* k_pool, float* v_pool) {
+    const int32_t row = blockIdx.x, head = blockIdx.y, hd = hs.head_dim, half = rope.n_rot / 2;
     const float pos = float(st.positions[row]) * rope.position_scale;
 
-    float* q_row = q + int64_t(row) * hs.n_heads * hd;
-    for (int32_t idx = threadIdx.x; idx < hs.n_heads * half; idx += blockDim.x) {
-        const int32_t h = idx / half, i = idx % half;
-        const int2 p = rope_pair(rope, i);
-        float* x = q_row + h * hd;
-        float s, c;
-        rope_sincos(rope, i, pos, &s, &c);
-        const float a = x[p.x], b = x[p.y];
-        x[p.x] = a * c - b * s;
-        x[p.y] = a * s + b * c;
+    if (head < hs.n_heads) {
+        float* x = q + (int64_t(row) * hs.n_heads + head) * hd;
+        for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+            const int2 p = rope_pair(rope, i);
+            float s, c;
+            rope_sincos(rope, i, pos, &s, &c);
+            const float a = x[p.x], b = x[p.y];
+            x[p.x] = a * c - b * s;
+            x[p.y] = a * s + b * c;
+        }
+        return;
     }
 
     // A padding row of a recorded step has no slot: nothing to write.
     if (st.slot_mapping[row] < 0) return;
-    const int32_t kv_row = hs.n_kv_heads * hd;
-    const float* k_src = k + int64_t(row) * kv_row;
-    const float* v_src = v + int64_t(row) * kv_row;
-    float* k_dst = k_pool + int64_t(st.slot_mapping[row]) * kv_row;
-    float* v_dst = v_pool + int64_t(st.slot_mapping[row]) * kv_row;
-    for (int32_t idx = threadIdx.x; idx < kv_row; idx += blockDim.x) {
-        v_dst[idx] = v_src[idx];
-        const int32_t d = idx % hd;
+    const int32_t kv_head = head - hs.n_heads;
+    const int64_t src = (int64_t(row) * hs.n_kv_heads + kv_head) * hd;
+    const int64_t dst = (int64_t(st.slot_mapping[row]) * hs.n_kv_heads + kv_head) * hd;
+    const float* x = k + src;
+    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        v_pool[dst + d] = v[src + d];
         if (d >= rope.n_rot) {
-            k_dst[idx] = k_src[idx];
+            k_pool[dst + d] = x[d];
             continue;
         }
         const bool first = rope.neox ? d < half : d % 2 == 0;
         const int32_t i = rope.neox ? (first ? d : d - half) : d / 2;
         const int2 p = rope_pair(rope, i);
-        const float* x = k_src + (idx - d);
         float s, c;
         rope_sincos(rope, i, pos, &s, &c);
         const float a = x[p.x], b = x[p.y];
-        k_dst[idx] = first ? a * c - b * s : a * s + b * c;
+        k_pool[dst + d] = first ? a * c - b * s : a * s + b * c;
     }
 }
 
@@ -95,14 +121,22 @@ __global__ void rope_kv_write_kernel(DeviceStep st, float* q, const float* k, co
 void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
                          int32_t dim, float* out, cudaStream_t stream) {
     if (rows == 0) return;
-    add_rms_norm_kernel<<<rows, kNormThreads, 0, stream>>>(residual, delta, weight, eps, dim, out);
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const bool vec = dim % 4 == 0 && aligned(residual) && aligned(weight) && aligned(out) && (!delta || aligned(delta));
+    const int32_t per_thread = vec ? 4 : 1;
+    const int threads = std::clamp((dim / per_thread + 31) / 32 * 32, 32, kNormMaxThreads);
+    if (vec)
+        add_rms_norm_kernel<true><<<rows, threads, 0, stream>>>(residual, delta, weight, eps, dim, out);
+    else
+        add_rms_norm_kernel<false><<<rows, threads, 0, stream>>>(residual, delta, weight, eps, dim, out);
     CUDA_CHECK_LAUNCH();
 }
 
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,
                           const RopeArgs& rope, float* k_pool, float* v_pool, cudaStream_t stream) {
     if (st.num_tokens == 0) return;
-    rope_kv_write_kernel<<<st.num_tokens, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope, k_pool, v_pool);
+    const dim3 grid(unsigned(st.num_tokens), unsigned(heads.n_heads + heads.n_kv_heads));
+    rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope, k_pool, v_pool);
     CUDA_CHECK_LAUNCH();
 }
 

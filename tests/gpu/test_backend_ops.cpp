@@ -380,7 +380,11 @@ public:
         const Shape shapes[] = {{1, 64, 64, false},    {7, 33, 65, false},    {13, 100, 37, false},
                                 {64, 256, 512, false}, {100, 1000, 37, false}, {1, 4096, 1000, false},
                                 {3, 4096, 4096, false}, {512, 512, 512, false}, {5, 64, 64, true}, {7, 33, 65, true},
-                                {8, 256, 100, false},   {9, 256, 100, true}};  // the quantized GEMV's last row count, and one past
+                                {8, 256, 100, false},   {9, 256, 100, true},   // the GEMVs' last row count, and one past
+                                // The dense GEMV (one row): one feature; a partial stretch of 128 words; a
+                                // partial last word; an unaligned row. Then cuBLASLt on the same k.
+                                {1, 8, 1, false}, {1, 1000, 33, true}, {1, 2056, 17, false}, {1, 4100, 5, true},
+                                {2, 1000, 33, true}, {6, 14336, 9, false}};
         const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
         int i = 0;
         for (GGMLType type : types)
@@ -653,7 +657,7 @@ public:
         gpu8.matmul(g.copy(x), *w8, with_bias ? g.copy(bias) : nullptr, rows, out_g);
         return rel_error(g.fetch(out_g, ref.size()), ref);
     }
-    static constexpr int32_t cuda_fp8_gemv_max_rows = 8;  // kernels/cuda/cuda_ops.h's kFp8GemvMaxRows
+    static constexpr int32_t cuda_fp8_gemv_max_rows = 8;  // kernels/cuda/cuda_ops.h's kGemvMaxRows
 
 private:
     void run(const std::string& op, const std::string& shape, double threshold, const std::function<double()>& body) {
@@ -758,14 +762,16 @@ private:
     std::normal_distribution<float> normal_{0.0f, 1.0f};
 };
 
-// Random bytes make valid blocks as far as timing goes (a NaN scale costs the same).
-void bench_quant_matmul(Backend& gpu) {
+// Dense bf16 and quantized matrices on Llama-3-8B's shapes. Random bytes make
+// valid blocks as far as timing goes (a NaN scale costs the same).
+void bench_matmul(Backend& gpu) {
     struct Mat {
         const char* name;
         int32_t n, k;
     };
     const Mat mats[] = {{"q/o", 4096, 4096}, {"gate/up", 14336, 4096}, {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
-    const GGMLType types[] = {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::Q5_K, GGMLType::Q4_0};
+    const GGMLType types[] = {GGMLType::BF16, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::Q5_K,
+                              GGMLType::Q4_0};
     std::mt19937 rng(1);
     for (GGMLType type : types)
         for (const Mat& m : mats) {
@@ -792,8 +798,9 @@ void bench_quant_matmul(Backend& gpu) {
                     std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f TFLOP/s\n", ggml_type_name(type),
                                 m.name, m.n, m.k, rows, s * 1e6, 2.0 * rows * m.n * m.k / s / 1e12);
                 else
-                    std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f GB/s of weights\n",
-                                ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9);
+                    std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f GB/s of weights  %5.1f%% of 4.19 TB/s\n",
+                                ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9,
+                                100.0 * bytes / s / 4.19e12);
                 std::fflush(stdout);
             }
         }
@@ -876,7 +883,7 @@ int main(int argc, char** argv) {
         auto gpu8 = make_cuda_backend(0, fp8_options);
         if (bench) {
             bench_attention(*gpu);
-            bench_quant_matmul(*gpu);
+            bench_matmul(*gpu);
             return 0;
         }
         OpTests t(*cpu, *gpu, filter, seed);

@@ -1,0 +1,211 @@
+// The decode GEMV for dense weights: out[rows, n] = x[rows, k] * W^T for 1 to
+// kGemvMaxRows rows, W in BF16, F16 or FP8 E4M3 (with its per-tensor scale),
+// x and out in fp32. At these row counts a matmul is a stream of the weights
+// and nothing else, so the kernel is built to keep HBM busy:
+//  - a warp owns a few output features (Tiling); each lane loads 16-byte words
+//    of each feature's row (8 bf16/f16 or 16 e4m3 weights) with a streaming
+//    load that skips L1, several words per feature in flight;
+//  - every activation it loads serves all the warp's features;
+//  - weights widen in registers, accumulation is fp32, one warp reduction per
+//    output at the end.
+// The activations stay fp32: no conversion kernel runs before the GEMV (the
+// cuBLASLt path converts them to bf16 first).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <stdexcept>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace minfer::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+
+// Features per warp and words per feature in flight, by row count: every
+// activation a lane loads serves the warp's features, so more rows want more
+// features per warp (the activations, read from L1/L2 by every warp, are what
+// limits 8 rows at 2 features), with as many weight words in flight.
+template <int Rows>
+struct Tiling {
+    static constexpr int kFeatures = Rows <= 2 ? 2 : 4;
+    static constexpr int kUnroll = Rows <= 2 ? 4 : 2;
+};
+
+// A 16-byte streaming load that does not take L1 space (the weights are read once).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// How a 16-byte word of each weight format widens to floats.
+struct Bf16Format {
+    static constexpr int kPerWord = 8;
+    __device__ static void widen(const uint4 v, float* f) {
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // bf16 -> f32 is a 16-bit shift
+            f[2 * i] = __uint_as_float(words[i] << 16);
+            f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+        }
+    }
+};
+struct F16Format {
+    static constexpr int kPerWord = 8;
+    __device__ static void widen(const uint4 v, float* f) {
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 ff = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+            f[2 * i] = ff.x;
+            f[2 * i + 1] = ff.y;
+        }
+    }
+};
+struct E4m3Format {  // exact, through the hardware e4m3x2 -> half2 conversion
+    static constexpr int kPerWord = 16;
+    __device__ static void widen(const uint4 v, float* f) {
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const auto pair = __nv_fp8x2_storage_t((words[i] >> (16 * h)) & 0xffffu);
+                const float2 ff = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+                f[4 * i + 2 * h] = ff.x;
+                f[4 * i + 2 * h + 1] = ff.y;
+            }
+    }
+};
+
+// E activations starting at column c of a row of k: 16-byte loads when the row
+// allows them, zeros past k (the weights' padding columns are zeros too, but an
+// activation read past the row could be a NaN).
+template <int E>
+__device__ __forceinline__ void load_x(const float* row, int32_t c, int32_t k, bool vec, float* v) {
+    if (vec && c + E <= k) {
+#pragma unroll
+        for (int i = 0; i < E / 4; ++i) {
+            const float4 f = __ldg(reinterpret_cast<const float4*>(row + c) + i);
+            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i) v[i] = c + i < k ? __ldg(row + c + i) : 0.0f;
+    }
+}
+
+// w: n rows of `words` 16-byte words (k weights, then zero padding). vec: x and
+// its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
+template <class Format, int Rows>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const uint4* __restrict__ w, int32_t words,
+                const float* __restrict__ scale, int32_t n, float* __restrict__ out) {
+    constexpr int E = Format::kPerWord, kFeatures = Tiling<Rows>::kFeatures, kUnroll = Tiling<Rows>::kUnroll;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int f0 = (blockIdx.x * kWarps + warp) * kFeatures;
+    if (f0 >= n) return;  // the whole warp
+    const uint4* rows[kFeatures];
+#pragma unroll
+    for (int f = 0; f < kFeatures; ++f) rows[f] = w + size_t(min(f0 + f, n - 1)) * size_t(words);
+
+    float acc[Rows][kFeatures];
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+#pragma unroll
+        for (int f = 0; f < kFeatures; ++f) acc[r][f] = 0.0f;
+
+    for (int c0 = lane; c0 < words; c0 += 32 * kUnroll) {
+        // Issue every load of this stretch before using any.
+        uint4 wv[kUnroll][kFeatures];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int f = 0; f < kFeatures; ++f)
+                wv[u][f] = c0 + 32 * u < words ? load_stream(rows[f] + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            if (c >= words) break;
+            float wf[kFeatures][E];
+#pragma unroll
+            for (int f = 0; f < kFeatures; ++f) Format::widen(wv[u][f], wf[f]);
+#pragma unroll
+            for (int r = 0; r < Rows; ++r) {
+                float xv[E];
+                load_x<E>(x + size_t(r) * k, c * E, k, vec, xv);
+#pragma unroll
+                for (int f = 0; f < kFeatures; ++f)
+#pragma unroll
+                    for (int j = 0; j < E; ++j) acc[r][f] = fmaf(wf[f][j], xv[j], acc[r][f]);
+            }
+        }
+    }
+
+    const float s = scale ? *scale : 1.0f;
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+#pragma unroll
+        for (int f = 0; f < kFeatures; ++f) {
+            float v = acc[r][f];
+#pragma unroll
+            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == 0 && f0 + f < n) out[size_t(r) * n + f0 + f] = v * s;
+        }
+}
+
+template <class Format, int Rows>
+void gemv(const float* x, int32_t k, const void* w, int32_t words, const float* scale, int32_t n, float* out,
+          cudaStream_t stream) {
+    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
+    const unsigned per_block = kWarps * Tiling<Rows>::kFeatures;
+    gemv_kernel<Format, Rows><<<(unsigned(n) + per_block - 1) / per_block, kWarps * 32, 0, stream>>>(
+        x, k, vec, static_cast<const uint4*>(w), words, scale, n, out);
+    CUDA_CHECK_LAUNCH();
+}
+
+// One instantiation per row count, so that the accumulators stay in registers.
+template <class Format>
+void gemv_rows(const float* x, int32_t rows, int32_t k, const void* w, int32_t words, const float* scale, int32_t n,
+               float* out, cudaStream_t stream) {
+    switch (rows) {
+        case 1: gemv<Format, 1>(x, k, w, words, scale, n, out, stream); break;
+        case 2: gemv<Format, 2>(x, k, w, words, scale, n, out, stream); break;
+        case 3: gemv<Format, 3>(x, k, w, words, scale, n, out, stream); break;
+        case 4: gemv<Format, 4>(x, k, w, words, scale, n, out, stream); break;
+        case 5: gemv<Format, 5>(x, k, w, words, scale, n, out, stream); break;
+        case 6: gemv<Format, 6>(x, k, w, words, scale, n, out, stream); break;
+        case 7: gemv<Format, 7>(x, k, w, words, scale, n, out, stream); break;
+        case 8: gemv<Format, 8>(x, k, w, words, scale, n, out, stream); break;
+        default: throw std::invalid_argument("gemv: rows must be in 1..kGemvMaxRows");
+    }
+}
+
+}  // namespace
+
+void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, DType type, int64_t ldw, int32_t n,
+                       float* out, cudaStream_t stream) {
+    if (rows == 0 || n == 0) return;
+    if (ldw % 8 || ldw < k) throw std::invalid_argument("gemv: weight rows must be padded to 16 bytes");
+    const int32_t words = int32_t(ldw / 8);
+    switch (type) {
+        case DType::BF16: gemv_rows<Bf16Format>(x, rows, k, w, words, nullptr, n, out, stream); break;
+        case DType::F16: gemv_rows<F16Format>(x, rows, k, w, words, nullptr, n, out, stream); break;
+        default: throw std::invalid_argument("gemv: dense weights must be F16 or BF16");
+    }
+}
+
+void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
+                     float* out, cudaStream_t stream) {
+    if (rows == 0 || n == 0) return;
+    if (k % 16) throw std::invalid_argument("fp8 gemv: k must be a multiple of 16");
+    gemv_rows<E4m3Format>(x, rows, k, w8, k / 16, scale, n, out, stream);
+}
+
+}  // namespace minfer::cuda
