@@ -47,8 +47,8 @@ double prefill_flops(const ModelConfig& c, int32_t batch, int32_t len) {
 
 }  // namespace
 
-HardwareLimits hardware_limits(const std::string& backend_name) {
-    if (backend_name == "cuda") return {4.19e12, 749e12};  // H200: README's measured figures
+HardwareLimits hardware_limits(const std::string& backend_name, bool fp8_weights) {
+    if (backend_name == "cuda") return {4.19e12, fp8_weights ? 1419e12 : 749e12};  // H200: README's measured figures
     return {};
 }
 

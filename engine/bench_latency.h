@@ -22,12 +22,14 @@ struct LatencyOptions {
 };
 
 // What the hardware can do at most, for roofline fractions: the H200 we
-// measured (device-to-device copy, dense bf16 GEMM at 8192^3).
+// measured (device-to-device copy; dense GEMM at 8192^3, bf16, or FP8 E4M3 when
+// the layers' weights are FP8, which is what their prefill GEMMs then run).
 struct HardwareLimits {
     double bytes_per_s = 0;
     double flop_per_s = 0;
 };
-HardwareLimits hardware_limits(const std::string& backend_name);  // zeros when unknown (the CPU)
+// Zeros when unknown (the CPU).
+HardwareLimits hardware_limits(const std::string& backend_name, bool fp8_weights = false);
 
 struct LatencyResult {
     double prefill_seconds = 0;      // median time to prefill batch * input_len tokens

@@ -21,9 +21,11 @@
 #   --serve       the server tests (tests/integration/test_server.py) against
 #                 `minfer serve --device cuda`
 #   --bench       minfer bench latency, 512 in / 128 out, on BENCH_MODELS="PRESET:DTYPE:BATCH ..."
-#                 (graphs; at batch 1 also eager and, with BENCH_FP8=1, --quantization fp8),
-#                 and minfer_gpu_ops --bench (BENCH_OPS= skips it); the
-#                 table goes to $LOGS/bench.log
+#                 (default: every workload of the D2 and D3 tables; graphs, and at batch 1
+#                 also eager and, unless BENCH_FP8= is empty, --quantization fp8), then
+#                 minfer_gpu_ops --bench (BENCH_OPS= skips it), all into $LOGS/bench.log;
+#                 scripts/bench_table.py makes the issues' table of it, $LOGS/bench-table.log
+#                 (copy it to kernels/cuda/BENCH.md, which the book quotes)
 #   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 17: one
 #                 prefill and 16 decode steps) for PROFILE_RUNS="PRESET:DTYPE:BATCH ..."
 #                 (default llama3-1b:bf16:1 llama3-8b:bf16:64), summed per kernel by
@@ -257,14 +259,17 @@ fi
 if ((DO_SERVE)); then
   run_phase serve env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" python3 -m pytest -q tests/integration/test_server.py
 fi
+# Every workload of the D2 and D3 tables (scripts/bench_table.py).
+BENCH_TABLE_MODELS="llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:64"
 if ((DO_BENCH)); then
   bench_table() {
     local spec preset dtype batch args
-    for spec in ${BENCH_MODELS:-llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:bf16:64}; do
+    for spec in ${BENCH_MODELS:-$BENCH_TABLE_MODELS}; do
       IFS=: read -r preset dtype batch <<<"$spec"
       batch=${batch:-1}
       local path; path=$(synth_model "$preset" "$dtype")
-      for args in "" "--enforce-eager" ${BENCH_FP8:+"--quantization fp8"}; do
+      for args in "" "--enforce-eager" ${BENCH_FP8-1}; do
+        [ "$args" = 1 ] && args="--quantization fp8"
         [ "$args" = "--quantization fp8" ] && { [ "$dtype" != bf16 ] || [ "$batch" != 1 ]; } && continue
         [ "$args" = "--enforce-eager" ] && [ "$batch" != 1 ] && continue
         echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 $args"
@@ -276,6 +281,10 @@ if ((DO_BENCH)); then
     return 0
   }
   run_phase bench bench_table
+  # The issues' table (D2, D3), for kernels/cuda/BENCH.md and the book's chapter 5.4.
+  run_phase bench-table python3 scripts/bench_table.py "$LOGS/bench.log" \
+    --device "one $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" \
+    --source "$(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown'), $(date -u +%Y-%m-%d)"
 fi
 if ((DO_PROFILE)); then
   # ncu times each kernel alone (serialized, clocks left as they are); the sum per

@@ -10,6 +10,7 @@
 #include "book/site/book_index.h"
 #include "book/site/excerpt.h"
 #include "book/site/heading_ids.h"
+#include "book/site/include_block.h"
 #include "book/site/markdown_scan.h"
 #include "book/site/math.h"
 
@@ -173,8 +174,9 @@ std::string resolve_link(std::string_view target, LinkContext& links) {
 RenderedMarkdown render_markdown(std::string_view markdown, std::string_view page, LinkContext& links) {
     RenderedMarkdown out;
     try {
-        render_html(markdown, links, out);
-        render_twin(markdown, links, out);
+        const std::string expanded = expand_includes(markdown, links.symbols.tree());
+        render_html(expanded, links, out);
+        render_twin(expanded, links, out);
     } catch (const BookError& e) {
         throw BookError(std::string(page) + ": " + e.what());
     }

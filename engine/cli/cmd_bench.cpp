@@ -62,7 +62,8 @@ int bench_latency_cmd(int argc, char** argv) {
                                      o.input_len + o.output_len, c.context_len));
     const LatencyResult r = bench_latency(*model, o);
     // Rooflines: decode reads its bytes at the copy bandwidth at best; prefill does its FLOPs at the GEMM rate.
-    const HardwareLimits hw = hardware_limits(backend->name());
+    const bool fp8 = args.count("quantization") && args["quantization"].as<std::string>() == "fp8";
+    const HardwareLimits hw = hardware_limits(backend->name(), fp8);
     const double decode_roofline_tok_s = hw.bytes_per_s > 0 && r.decode_bytes_per_step > 0
                                              ? o.batch * hw.bytes_per_s / r.decode_bytes_per_step : 0;
     const double prefill_roofline_tok_s =

@@ -170,3 +170,36 @@ TEST_CASE("book: pages: glossary and page links are checked; broken ones name th
     CHECK(error_of("```excerpt\nsrc:src/pool.h\n```\n").find("name a symbol") != std::string::npos);
     CHECK(error_of("```figure\nid: x\n```\n").find("test.md: figure block x: it has no title") == 0);
 }
+
+TEST_CASE("book: pages: an include block shows a Markdown file of the repository, table and link") {
+    TinyRepo repo;
+    fs::create_directories(repo.root / "bench");
+    std::ofstream(repo.root / "bench" / "TABLE.md") << "Measured today.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n";
+    std::ofstream(repo.root / "bench" / "nested.md") << "```include\nbench/TABLE.md\n```\n";
+    std::ofstream(repo.root / "bench" / "notes.txt") << "plain\n";
+    SourceTree tree(repo.root, {"src/pool.h", "bench/TABLE.md", "bench/nested.md", "bench/notes.txt"});
+    SymbolIndex symbols(tree);
+    LinkContext links{symbols, {}, {"/"}};
+    const RenderedMarkdown r = render_markdown("Before.\n```include\nbench/TABLE.md\n```\nAfter.\n", "p.md", links);
+    CHECK(r.html.find("<table>") != std::string::npos);
+    CHECK(r.html.find("<td>2</td>") != std::string::npos);
+    CHECK(r.html.find("href=\"/source/bench/TABLE.md\"") != std::string::npos);
+    CHECK(r.html.find("<p>After.</p>") != std::string::npos);
+    CHECK(r.markdown.find("| 1 | 2 |") != std::string::npos);
+    CHECK(r.markdown.find("[bench/TABLE.md](/source/bench/TABLE.md)") != std::string::npos);
+    CHECK(r.markdown.find("```include") == std::string::npos);
+
+    const auto error_of = [&](const std::string& md) {
+        try {
+            render_markdown(md, "p.md", links);
+        } catch (const BookError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    CHECK(error_of("```include\nbench/MISSING.md\n```\n") == "p.md: include block bench/MISSING.md: no such file in the repository");
+    CHECK(error_of("```include\nbench/notes.txt\n```\n").find("only Markdown files") != std::string::npos);
+    CHECK(error_of("```include\nbench/nested.md\n```\n").find("include blocks of its own") != std::string::npos);
+    CHECK(error_of("```include\n```\n").find("its only line must be a repository path") != std::string::npos);
+    CHECK(error_of("```include\nbench/TABLE.md\nbench/TABLE.md\n```\n").find("its only line") != std::string::npos);
+}
