@@ -50,23 +50,32 @@ struct BackendOptions {
     WeightQuantization quantization = WeightQuantization::None;
 };
 
+// The KV pool's element type (--kv-cache-dtype). BF16 halves the pool: twice
+// the tokens fit, and decode attention reads half the bytes. Keys and values
+// are rounded to bf16 (to nearest even) when written and widened when read.
+enum class KVDType { F32, BF16 };
+inline size_t kv_dtype_bytes(KVDType t) { return t == KVDType::BF16 ? 2 : 4; }
+inline const char* kv_dtype_name(KVDType t) { return t == KVDType::BF16 ? "bfloat16" : "float32"; }
+
 // The paged KV pool: for each layer, K and V blocks of shape
-// [num_blocks][block_size][n_kv_heads][head_dim]. kvcache/ decides which block
-// holds which tokens; only kernels touch the data.
+// [num_blocks][block_size][n_kv_heads][head_dim] elements of `dtype`. kvcache/
+// decides which block holds which tokens; only kernels touch the data.
 struct KVCacheShape {
     int32_t n_layers = 0;
     int32_t num_blocks = 0;
     int32_t block_size = 16;
     int32_t n_kv_heads = 0;
     int32_t head_dim = 0;
-    size_t floats_per_block() const { return size_t(block_size) * n_kv_heads * head_dim; }
-    size_t bytes_per_layer() const { return floats_per_block() * num_blocks * sizeof(float); }
+    KVDType dtype = KVDType::F32;
+    size_t elems_per_block() const { return size_t(block_size) * n_kv_heads * head_dim; }
+    size_t bytes_per_block() const { return elems_per_block() * kv_dtype_bytes(dtype); }
+    size_t bytes_per_layer() const { return bytes_per_block() * num_blocks; }
 };
 
 struct KVCache {
     KVCacheShape shape;
-    std::vector<float*> k;  // per layer
-    std::vector<float*> v;
+    std::vector<void*> k;  // per layer: elements of shape.dtype
+    std::vector<void*> v;
 };
 
 struct RopeParams {
@@ -96,6 +105,10 @@ public:
     virtual void upload(void* dst, const void* src, size_t bytes) = 0;
     virtual void download(void* dst, const void* src, size_t bytes) = 0;
     virtual void synchronize() {}
+    // The KV pool element types this backend's rope_kv_write and paged_attention
+    // handle, and the one --kv-cache-dtype auto picks.
+    virtual bool supports_kv_dtype(KVDType t) const { return t == KVDType::F32; }
+    virtual KVDType default_kv_dtype() const { return KVDType::F32; }
     // Bytes the KV pool may take at most: free host RAM, or free device memory.
     virtual size_t available_memory() const = 0;
     // All the memory of the device (host RAM for the CPU): --gpu-memory-utilization is a fraction of it.

@@ -62,7 +62,9 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
                                     ") exceeds the model's context of " + std::to_string(c.context_len));
     const int32_t blocks_per_seq = (total_len + o.block_size - 1) / o.block_size;
     const int32_t num_blocks = o.batch * blocks_per_seq;
-    ModelRunner runner(model, {o.batch * o.input_len, o.batch, num_blocks, o.block_size, o.batch, o.enforce_eager});
+    const KVDType kv_dtype = o.kv_dtype.value_or(model.backend().default_kv_dtype());
+    ModelRunner runner(model,
+                       {o.batch * o.input_len, o.batch, num_blocks, o.block_size, o.batch, o.enforce_eager, kv_dtype});
     Backend& backend = model.backend();
     std::vector<double> gaps;
     Backend::StepTraffic decode_traffic;
@@ -145,8 +147,10 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
         r.decode_step_ms = r.decode_seconds / steps * 1e3;
         r.decode_tok_s = double(o.batch) * steps / r.decode_seconds;
         const double mid_context = o.input_len + o.output_len / 2.0;
-        const double kv_bytes = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float) * mid_context * o.batch;
+        const double kv_bytes =
+            2.0 * c.n_layers * c.n_kv_heads * c.head_dim * double(kv_dtype_bytes(kv_dtype)) * mid_context * o.batch;
         r.decode_bytes_per_step = weight_bytes_per_step(model) + kv_bytes;
+        r.kv_dtype = kv_dtype;
         r.decode_gb_s = r.decode_bytes_per_step / (r.decode_step_ms / 1e3) / 1e9;
     }
     return r;

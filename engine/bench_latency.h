@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct LatencyOptions {
     int32_t block_size = 16;
     uint64_t seed = 0;
     bool enforce_eager = false;  // no CUDA graphs
+    std::optional<KVDType> kv_dtype;  // the KV pool's elements; unset: the backend's default
 };
 
 // What the hardware can do at most, for roofline fractions: the H200 we
@@ -46,6 +48,7 @@ struct LatencyResult {
     double decode_h2d_bytes_per_step = 0;  // host-to-device bytes (the step's arrays)
     double decode_idle_gap_us = 0;         // median device idle time between consecutive steps
     int32_t recordings = 0;                // CUDA graphs captured
+    KVDType kv_dtype = KVDType::F32;       // the KV pool's elements
     std::vector<double> prefill_runs, decode_runs;  // every measured run, seconds
 };
 

@@ -75,7 +75,8 @@ size_t device_kv_budget(const ModelConfig& m, const Backend& backend, const Engi
 
 int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const EngineConfig& c) {
     if (c.num_kv_blocks > 0) return c.num_kv_blocks;
-    const size_t per_block = size_t(m.n_layers) * 2 * c.block_size * m.n_kv_heads * m.head_dim * sizeof(float);
+    const size_t per_block = size_t(m.n_layers) * 2 * c.block_size * m.n_kv_heads * m.head_dim *
+                             kv_dtype_bytes(c.kv_cache_dtype.value_or(KVDType::F32));
     const size_t budget = c.kv_cache_memory > 0   ? c.kv_cache_memory
                           : backend.name() == "cpu" ? size_t(double(backend.available_memory()) * c.kv_cache_fraction)
                                                     : device_kv_budget(m, backend, c);
@@ -101,6 +102,10 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
                                                     config_.max_model_len, m.context_len));
         config_.max_model_len = m.context_len;
     }
+    config_.kv_cache_dtype = config_.kv_cache_dtype.value_or(model.backend().default_kv_dtype());
+    if (!model.backend().supports_kv_dtype(*config_.kv_cache_dtype))
+        throw std::invalid_argument(fmt::format("--kv-cache-dtype {}: the {} backend does not support it yet",
+                                                kv_dtype_name(*config_.kv_cache_dtype), model.backend().name()));
     config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
     const int32_t logits_rows = config_.max_num_seqs;
@@ -108,7 +113,8 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
         SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens, logits_rows, config_.policy}, *blocks_);
     runner_ = std::make_unique<ModelRunner>(model, RunnerLimits{config_.max_num_batched_tokens, config_.max_num_seqs,
                                                                 config_.num_kv_blocks, config_.block_size,
-                                                                logits_rows, config_.enforce_eager});
+                                                                logits_rows, config_.enforce_eager,
+                                                                *config_.kv_cache_dtype});
     eos_ids_ = default_stop_ids(tokenizer);
 }
 

@@ -36,6 +36,8 @@ struct EngineConfig {
     int32_t block_size = 16;
     int32_t num_kv_blocks = 0;          // > 0: exactly this many blocks
     size_t kv_cache_memory = 0;         // > 0: bytes for the KV pool
+    std::optional<KVDType> kv_cache_dtype;  // the pool's elements; unset: the backend's default
+                                            // (LLMEngine sets it to what it chose)
     double kv_cache_fraction = 0.25;    // otherwise, on the CPU: this fraction of free RAM
     double gpu_memory_utilization = 0.9;  // and on a GPU: this fraction of all its memory, for
                                           // everything (weights, activations, KV), as in vLLM

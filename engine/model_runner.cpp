@@ -79,10 +79,13 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     last_rows_ = buffer(limits_.max_logits_rows, c.dim);
     logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
 
-    cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim};
+    cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim, limits_.kv_dtype};
+    if (!backend_.supports_kv_dtype(limits_.kv_dtype))
+        throw std::invalid_argument(std::string("--kv-cache-dtype ") + kv_dtype_name(limits_.kv_dtype) + ": the " +
+                                    backend_.name() + " backend does not support it yet");
     for (int32_t l = 0; l < c.n_layers; ++l) {
-        cache_.k.push_back(static_cast<float*>(backend_.alloc(cache_.shape.bytes_per_layer())));
-        cache_.v.push_back(static_cast<float*>(backend_.alloc(cache_.shape.bytes_per_layer())));
+        cache_.k.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));
+        cache_.v.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));
         allocations_.push_back(cache_.k.back());
         allocations_.push_back(cache_.v.back());
     }

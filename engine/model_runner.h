@@ -26,6 +26,7 @@ struct RunnerLimits {
     int32_t block_size = 16;               // tokens per block
     int32_t max_logits_rows = 0;           // rows of logits in one step (0: max_num_seqs)
     bool enforce_eager = false;            // never record steps (no CUDA graphs)
+    KVDType kv_dtype = KVDType::F32;       // the KV pool's elements
 };
 
 // The bucket of a step for recording: rows and context padded up. rows == 0:

@@ -184,9 +184,10 @@ void OpenAIServer::run() {
         http_->drain([this] { io_.stop(); });
     });
     http_->start();
-    spdlog::info("serving {} on http://{}:{} (engine: {} KV blocks of {} tokens, max_model_len {})",
+    spdlog::info("serving {} on http://{}:{} (engine: {} KV blocks of {} tokens in {}, max_model_len {})",
                  config_.served_model_name, config_.host, port(), llm_.config().num_kv_blocks,
-                 llm_.config().block_size, llm_.max_model_len());
+                 llm_.config().block_size, kv_dtype_name(llm_.config().kv_cache_dtype.value_or(KVDType::F32)),
+                 llm_.max_model_len());
     io_.run();
     engine_->stop();
 }

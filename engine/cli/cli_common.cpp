@@ -53,6 +53,22 @@ void add_engine_options(cxxopts::Options& opts) {
         ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
     // clang-format on
     add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
+}
+
+void add_kv_cache_dtype_option(cxxopts::Options& opts) {
+    opts.add_options("engine")("kv-cache-dtype",
+                               "auto (the backend's choice: float32 today), float32 or bfloat16 (half the memory "
+                               "a token takes; keys and values rounded to bf16; CPU only for now)",
+                               cxxopts::value<std::string>()->default_value("auto"));
+}
+
+std::optional<KVDType> kv_cache_dtype_from(const cxxopts::ParseResult& args) {
+    const std::string name = args.count("kv-cache-dtype") ? args["kv-cache-dtype"].as<std::string>() : "auto";
+    if (name == "auto") return std::nullopt;
+    if (name == "float32" || name == "fp32" || name == "f32") return KVDType::F32;
+    if (name == "bfloat16" || name == "bf16") return KVDType::BF16;
+    throw UsageError("--kv-cache-dtype must be auto, float32 or bfloat16, got '" + name + "'");
 }
 
 void add_quantization_option(cxxopts::Options& opts) {
@@ -99,6 +115,7 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
         throw UsageError("--gpu-memory-utilization must be in (0, 1]");
     c.enforce_eager = args.count("enforce-eager") > 0;
+    c.kv_cache_dtype = kv_cache_dtype_from(args);
     c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
     try {
         c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cxxopts.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -28,10 +29,13 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
 
 // The engine's flags (vLLM's names): --max-num-seqs, --max-num-batched-tokens,
 // --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,
-// --no-prefix-caching, --scheduling-policy, plus --device and --threads.
+// --no-prefix-caching, --scheduling-policy, --kv-cache-dtype, plus --device and --threads.
 void add_engine_options(cxxopts::Options& opts);
 // --quantization none|fp8 (part of add_engine_options; for commands that declare their own --device).
 void add_quantization_option(cxxopts::Options& opts);
+// --kv-cache-dtype auto|float32|bfloat16 (part of add_engine_options); auto is nullopt.
+void add_kv_cache_dtype_option(cxxopts::Options& opts);
+std::optional<KVDType> kv_cache_dtype_from(const cxxopts::ParseResult& args);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
 // The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
 std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);

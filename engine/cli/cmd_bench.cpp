@@ -35,6 +35,7 @@ int bench_latency_cmd(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -48,6 +49,7 @@ int bench_latency_cmd(int argc, char** argv) {
     o.repetitions = args["repetitions"].as<int32_t>();
     o.warmup = args["warmup"].as<int32_t>();
     o.enforce_eager = args.count("enforce-eager") > 0;
+    o.kv_dtype = kv_cache_dtype_from(args);
     if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
     if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
     if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
@@ -73,6 +75,7 @@ int bench_latency_cmd(int argc, char** argv) {
         boost::json::object j;
         j["model"] = path;
         j["backend"] = backend->name();
+        j["kv_cache_dtype"] = kv_dtype_name(r.kv_dtype);
         j["batch"] = o.batch;
         j["input_len"] = o.input_len;
         j["output_len"] = o.output_len;
@@ -95,8 +98,8 @@ int bench_latency_cmd(int argc, char** argv) {
         std::printf("%s\n", boost::json::serialize(j).c_str());
         return 0;
     }
-    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s\n", path.c_str(), c.arch.c_str(), c.n_layers,
-                c.dim, backend->name().c_str());
+    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s, KV cache %s\n", path.c_str(), c.arch.c_str(),
+                c.n_layers, c.dim, backend->name().c_str(), kv_dtype_name(r.kv_dtype));
     std::printf("prefill  batch %d x %d tokens: %10.1f tok/s  (%.2f ms, %.3f TFLOP/s)\n", o.batch, o.input_len,
                 r.prefill_tok_s, r.prefill_seconds * 1e3, r.prefill_tflop_s);
     if (prefill_roofline_tok_s > 0)

@@ -186,10 +186,11 @@ int cmd_generate(int argc, char** argv) {
     const double hit_rate = st.prefix_cache_queries ? double(st.prefix_cache_hits) / st.prefix_cache_queries : 0.0;
     std::fprintf(stderr,
                  "%zu requests in %.2f s: %.2f requests/s, %.1f generated tok/s, %.1f total tok/s | "
-                 "prefix cache hit rate %.1f%% | %lld preemptions | %lld steps, %d KV blocks of %d tokens\n",
+                 "prefix cache hit rate %.1f%% | %lld preemptions | %lld steps, %d KV blocks of %d tokens (%s)\n",
                  jobs.size(), seconds, jobs.size() / seconds, st.generation_tokens / seconds,
                  (st.generation_tokens + st.prompt_tokens) / seconds, 100 * hit_rate, (long long)st.num_preemptions,
-                 (long long)st.steps, st.num_kv_blocks, engine->config().block_size);
+                 (long long)st.steps, st.num_kv_blocks, engine->config().block_size,
+                 kv_dtype_name(engine->config().kv_cache_dtype.value_or(KVDType::F32)));
     if (backend->name() != "cpu") {
         const Backend::StepTraffic t = backend->traffic();
         std::fprintf(stderr, "device: %d CUDA graphs captured%s | %.0f B device-to-host per step\n", t.recordings,

@@ -5,8 +5,11 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include "engine/backend.h"
+#include "engine/float16.h"
 #include "engine/quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
@@ -39,13 +42,16 @@ public:
     size_t available_memory() const override { return host_available_memory(); }
     size_t total_memory() const override { return host_total_memory(); }
 
+    bool supports_kv_dtype(KVDType) const override { return true; }
+
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
-        const size_t n = cache.shape.floats_per_block();
+        const size_t n = cache.shape.bytes_per_block();
         for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-            for (int32_t l = 0; l < cache.shape.n_layers; ++l) {
-                std::memcpy(cache.k[l] + pairs[i + 1] * n, cache.k[l] + pairs[i] * n, n * sizeof(float));
-                std::memcpy(cache.v[l] + pairs[i + 1] * n, cache.v[l] + pairs[i] * n, n * sizeof(float));
-            }
+            for (int32_t l = 0; l < cache.shape.n_layers; ++l)
+                for (void* pool : {cache.k[l], cache.v[l]}) {
+                    auto* bytes = static_cast<uint8_t*>(pool);
+                    std::memcpy(bytes + pairs[i + 1] * n, bytes + pairs[i] * n, n);
+                }
     }
 
     std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {
@@ -93,27 +99,61 @@ public:
 
     void rope_kv_write(float* q, const float* k, const float* v, const AttentionParams& a, const RopeParams& rope,
                        KVCache& cache, int32_t layer) override {
-        const int32_t hd = a.head_dim, n = step_->num_tokens();
-        const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
-        float* k_pool = cache.k[layer];
-        float* v_pool = cache.v[layer];
-        for (int32_t i = 0; i < n; ++i) {
-            const float pos = static_cast<float>(step_->positions[i]) * rope.position_scale;
-            for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (int64_t(i) * a.n_heads + h) * hd, pos, rope);
-            if (step_->slot_mapping[i] < 0) continue;  // a padding row (recorded steps) writes no KV
-            float* k_dst = k_pool + int64_t(step_->slot_mapping[i]) * kv_row;
-            std::memcpy(k_dst, k + i * kv_row, kv_row * sizeof(float));
-            for (int32_t h = 0; h < a.n_kv_heads; ++h) rotate(k_dst + int64_t(h) * hd, pos, rope);
-            std::memcpy(v_pool + int64_t(step_->slot_mapping[i]) * kv_row, v + i * kv_row, kv_row * sizeof(float));
-        }
+        if (cache.shape.dtype == KVDType::BF16)
+            rope_kv_write_as<uint16_t>(q, k, v, a, rope, cache, layer);
+        else
+            rope_kv_write_as<float>(q, k, v, a, rope, cache, layer);
     }
 
     void paged_attention(const float* q, const AttentionParams& a, const KVCache& cache, int32_t layer,
                          float* out) override {
+        if (cache.shape.dtype == KVDType::BF16)
+            paged_attention_as<uint16_t>(q, a, cache, layer, out);
+        else
+            paged_attention_as<float>(q, a, cache, layer, out);
+    }
+
+    // The pool's elements: float, or bf16 bits (uint16_t).
+    static float widen(float x) { return x; }
+    static float widen(uint16_t x) { return bf16_to_f32(x); }
+    template <class T>
+    static T narrow(float x) {
+        if constexpr (std::is_same_v<T, float>) return x;
+        else return f32_to_bf16(x);
+    }
+
+    // k is rotated in float (as the row it came from), then stored: rounding to
+    // bf16 happens once, after RoPE.
+    template <class T>
+    void rope_kv_write_as(float* q, const float* k, const float* v, const AttentionParams& a, const RopeParams& rope,
+                          KVCache& cache, int32_t layer) {
+        const int32_t hd = a.head_dim, n = step_->num_tokens();
+        const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
+        T* k_pool = static_cast<T*>(cache.k[layer]);
+        T* v_pool = static_cast<T*>(cache.v[layer]);
+        std::vector<float> k_rot(static_cast<size_t>(kv_row));
+        for (int32_t i = 0; i < n; ++i) {
+            const float pos = static_cast<float>(step_->positions[i]) * rope.position_scale;
+            for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (int64_t(i) * a.n_heads + h) * hd, pos, rope);
+            if (step_->slot_mapping[i] < 0) continue;  // a padding row (recorded steps) writes no KV
+            std::memcpy(k_rot.data(), k + i * kv_row, kv_row * sizeof(float));
+            for (int32_t h = 0; h < a.n_kv_heads; ++h) rotate(k_rot.data() + int64_t(h) * hd, pos, rope);
+            T* k_dst = k_pool + int64_t(step_->slot_mapping[i]) * kv_row;
+            T* v_dst = v_pool + int64_t(step_->slot_mapping[i]) * kv_row;
+            for (int64_t j = 0; j < kv_row; ++j) {
+                k_dst[j] = narrow<T>(k_rot[size_t(j)]);
+                v_dst[j] = narrow<T>(v[i * kv_row + j]);
+            }
+        }
+    }
+
+    template <class T>
+    void paged_attention_as(const float* q, const AttentionParams& a, const KVCache& cache, int32_t layer,
+                            float* out) {
         const int32_t hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
         const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
-        const float* k_pool = cache.k[layer];
-        const float* v_pool = cache.v[layer];
+        const T* k_pool = static_cast<const T*>(cache.k[layer]);
+        const T* v_pool = static_cast<const T*>(cache.v[layer]);
         const StepPlan& p = *step_;
         const int32_t max_ctx = p.max_context_len();
         // One task per (row, head); long contexts make each task bigger.
@@ -131,9 +171,9 @@ public:
                 auto slot = [&](int32_t t) { return int64_t(table[t / block_size_]) * block_size_ + t % block_size_; };
                 float max_score = -INFINITY;
                 for (int32_t t = first; t <= pos; ++t) {
-                    const float* kt = k_pool + slot(t) * kv_row + kv_off;
+                    const T* kt = k_pool + slot(t) * kv_row + kv_off;
                     float dot = 0.0f;
-                    for (int32_t j = 0; j < hd; ++j) dot += qh[j] * kt[j];
+                    for (int32_t j = 0; j < hd; ++j) dot += qh[j] * widen(kt[j]);
                     scores[t] = dot * a.scale;
                     max_score = std::max(max_score, scores[t]);
                 }
@@ -145,9 +185,9 @@ public:
                 float* oh = out + (int64_t(r) * a.n_heads + h) * hd;
                 std::fill(oh, oh + hd, 0.0f);
                 for (int32_t t = first; t <= pos; ++t) {
-                    const float* vt = v_pool + slot(t) * kv_row + kv_off;
+                    const T* vt = v_pool + slot(t) * kv_row + kv_off;
                     const float wgt = scores[t] / total;
-                    for (int32_t j = 0; j < hd; ++j) oh[j] += wgt * vt[j];
+                    for (int32_t j = 0; j < hd; ++j) oh[j] += wgt * widen(vt[j]);
                 }
             }
         });

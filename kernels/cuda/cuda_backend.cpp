@@ -142,15 +142,14 @@ public:
     }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
-        const size_t bytes = cache.shape.floats_per_block() * sizeof(float);
-        const size_t n = cache.shape.floats_per_block();
+        const size_t bytes = cache.shape.bytes_per_block();
         for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-            for (int32_t l = 0; l < cache.shape.n_layers; ++l) {
-                CUDA_CHECK(cudaMemcpyAsync(cache.k[l] + pairs[i + 1] * n, cache.k[l] + pairs[i] * n, bytes,
-                                           cudaMemcpyDeviceToDevice, stream_));
-                CUDA_CHECK(cudaMemcpyAsync(cache.v[l] + pairs[i + 1] * n, cache.v[l] + pairs[i] * n, bytes,
-                                           cudaMemcpyDeviceToDevice, stream_));
-            }
+            for (int32_t l = 0; l < cache.shape.n_layers; ++l)
+                for (void* pool : {cache.k[l], cache.v[l]}) {
+                    auto* base = static_cast<char*>(pool);
+                    CUDA_CHECK(cudaMemcpyAsync(base + pairs[i + 1] * bytes, base + pairs[i] * bytes, bytes,
+                                               cudaMemcpyDeviceToDevice, stream_));
+                }
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
@@ -290,8 +289,9 @@ public:
         r.freq_factors = rope.freq_factors;
         // The same expression as the CPU's, so the frequencies are bit-identical.
         for (int32_t i = 0; i < rope.n_rot / 2; ++i) r.inv_freq[i] = std::pow(rope.base, -2.0f * i / rope.n_rot);
-        cuda::launch_rope_kv_write(step_, q, k, v, {a.n_heads, a.n_kv_heads, a.head_dim}, r, cache.k[layer],
-                                   cache.v[layer], stream_);
+        check_kv_dtype(cache);
+        cuda::launch_rope_kv_write(step_, q, k, v, {a.n_heads, a.n_kv_heads, a.head_dim}, r,
+                                   static_cast<float*>(cache.k[layer]), static_cast<float*>(cache.v[layer]), stream_);
         after_op();
     }
 
@@ -310,7 +310,9 @@ public:
             CUDA_CHECK(cudaMalloc(&attn_ws_, ws));
             attn_ws_bytes_ = ws;
         }
-        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], heads, a.scale, a.window, out,
+        check_kv_dtype(cache);
+        cuda::launch_paged_attention(step_, q, static_cast<const float*>(cache.k[layer]),
+                                     static_cast<const float*>(cache.v[layer]), heads, a.scale, a.window, out,
                                      attn_ws_, attn_ws_bytes_, stream_);
         after_op();
     }
@@ -474,6 +476,13 @@ private:
         }
         have_last_end_ = true;
         ++traffic_.steps;
+    }
+
+    // The kernels read and write fp32 pools; LLMEngine asks supports_kv_dtype first.
+    static void check_kv_dtype(const KVCache& cache) {
+        if (cache.shape.dtype != KVDType::F32)
+            throw std::invalid_argument(std::string("cuda: the KV cache must be float32, not ") +
+                                        kv_dtype_name(cache.shape.dtype));
     }
 
     static void check_heads(const AttentionParams& a) {

@@ -263,7 +263,7 @@ public:
                         std::vector<float> q = randn(size_t(n) * nh * hd), k = randn(size_t(n) * nkv * hd),
                                            v = randn(size_t(n) * nkv * hd), ff = randu(n_rot / 2, 1.0f, 8.0f);
                         const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
-                        const size_t pool = cs.floats_per_block() * num_blocks;
+                        const size_t pool = cs.elems_per_block() * num_blocks;
                         std::vector<std::vector<float>> pools = {randn(pool), randn(pool), randn(pool), randn(pool)};
 
                         DeviceArena g(gpu_);
@@ -277,8 +277,8 @@ public:
                         gpu_.rope_kv_write(q_g, g.copy(k), g.copy(v), attn, rope_g, cache_g, 1);
                         double err = rel_error(g.fetch(q_g, q.size()), q);
                         for (int p = 0; p < 4; ++p) {
-                            const float* dev = p < 2 ? cache_g.k[p] : cache_g.v[p - 2];
-                            err = std::max(err, rel_error(g.fetch(dev, pool), pools[p]));
+                            const void* dev = p < 2 ? cache_g.k[p] : cache_g.v[p - 2];
+                            err = std::max(err, rel_error(g.fetch(static_cast<const float*>(dev), pool), pools[p]));
                         }
                         return err;
                     });
@@ -342,7 +342,7 @@ public:
             set_step(plan, bs);
             const int32_t n = plan.num_tokens();
             const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
-            const size_t pool = cs.floats_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
+            const size_t pool = cs.elems_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
             // NaN everywhere but the slots of the sequences' tokens, so
             // that a read outside the block tables or past the context shows.
             std::vector<float> k(pool, kNaN), v(pool, kNaN);

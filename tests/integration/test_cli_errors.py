@@ -27,6 +27,9 @@ def assert_clean_failure(proc, *needles):
     (["serve", "--gpu-memory-utilization", "most"], "most"),
     (["run", "--quantization", "int4"], "--quantization must be none or fp8"),
     (["run", "--device", "cpu", "--quantization", "fp8", "-n", "1"], "--quantization fp8 needs --device cuda"),
+    (["serve", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
+    (["generate", "--input", "nowhere.jsonl", "--output", "o.jsonl", "--kv-cache-dtype", "half"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
+    (["bench", "latency", "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
 ])
 def test_bad_flags(args, needle):
     assert_clean_failure(run_minfer(*args, check=False), needle)

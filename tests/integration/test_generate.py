@@ -5,6 +5,7 @@ The bundled model's outputs, all reference cases in one batch, equal llama2.c's
 trace describes every step.
 """
 import json
+import re
 
 import pytest
 
@@ -34,6 +35,33 @@ def test_reference_cases_in_one_batch(tmp_path, flags):
         assert r["choices"][0]["token_ids"] == case["generated_ids"]
         assert r["usage"] == {"prompt_tokens": len(case["prompt_ids"]), "completion_tokens": len(case["generated_ids"])}
     assert "requests/s" in proc.stderr and "prefix cache hit rate" in proc.stderr
+
+
+def test_bfloat16_kv_cache(tmp_path):
+    # Half the bytes a token takes: the same --kv-cache-memory holds twice the blocks.
+    blocks = {}
+    for dtype in ("float32", "bfloat16"):
+        proc, _ = generate(tmp_path, [{"prompt": "Once", "max_tokens": 2}], "--kv-cache-memory", "1M",
+                           "--kv-cache-dtype", dtype)
+        found = re.search(r"(\d+) KV blocks of 16 tokens \((\w+)\)", proc.stderr)
+        assert found and found.group(2) == dtype, proc.stderr
+        blocks[dtype] = int(found.group(1))
+    assert blocks["bfloat16"] == 2 * blocks["float32"]
+
+    # Rounded keys and values change a few greedy continuations of the reference,
+    # but the outputs stay independent of batching, chunking and preemption.
+    requests = [{"id": f"case-{i}", "prompt": c["prompt"], "max_tokens": c["steps"] - len(c["prompt_ids"]) + 1,
+                 "temperature": 0} for i, c in enumerate(CASES)]
+    _, roomy = generate(tmp_path, requests, "--kv-cache-dtype", "bfloat16")
+    _, tight = generate(tmp_path, requests, "--kv-cache-dtype", "bfloat16", "--max-num-batched-tokens", "7",
+                        "--num-kv-blocks", "40", "--block-size", "8")
+    alone = [generate(tmp_path, [r], "--kv-cache-dtype", "bfloat16")[1][0] for r in requests[:4]]
+    ids = lambda results: [r["choices"][0]["token_ids"] for r in results]
+    assert ids(roomy) == ids(tight)
+    assert ids(alone) == ids(roomy)[:4]
+    same = sum(got == case["generated_ids"] for got, case in zip(ids(roomy), CASES))
+    print(f"bfloat16 KV cache: {same} of {len(CASES)} reference cases give llama2.c's tokens")
+    assert same >= len(CASES) - 3
 
 
 def test_result_format_n_logprobs_echo(tmp_path):

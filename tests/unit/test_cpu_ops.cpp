@@ -96,11 +96,28 @@ TEST_CASE("RoPE, NORM and NEOX, against complex rotations; K and V land in their
             const auto q0 = q;
             KVCache cache;
             cache.shape = {1, num_blocks, block_size, a.n_kv_heads, a.head_dim};
-            std::vector<float> kpool(cache.shape.floats_per_block() * num_blocks, NAN), vpool = kpool;
+            std::vector<float> kpool(cache.shape.elems_per_block() * num_blocks, NAN), vpool = kpool;
             cache.k = {kpool.data()};
             cache.v = {vpool.data()};
             backend->set_step(plan, block_size);
             backend->rope_kv_write(q.data(), k.data(), v.data(), a, rope, cache, 0);
+            // The same write into a bf16 pool: the float pool's values, rounded once.
+            KVCache cache16 = cache;
+            cache16.shape.dtype = KVDType::BF16;
+            std::vector<uint16_t> kpool16(cache.shape.elems_per_block() * num_blocks, 0xffff), vpool16 = kpool16;
+            cache16.k = {kpool16.data()};
+            cache16.v = {vpool16.data()};
+            std::vector<float> q16 = q0;
+            backend->rope_kv_write(q16.data(), k.data(), v.data(), a, rope, cache16, 0);
+            CHECK(q16 == q);
+            int32_t rounded_once = 0, written = 0;
+            for (size_t i = 0; i < kpool.size(); ++i) {
+                if (std::isnan(kpool[i])) continue;  // a slot this step did not write
+                ++written;
+                rounded_once += kpool16[i] == f32_to_bf16(kpool[i]) && vpool16[i] == f32_to_bf16(vpool[i]);
+            }
+            CHECK(written == n * a.n_kv_heads * a.head_dim);
+            CHECK(rounded_once == written);
 
             auto rotated = [&](const float* x, int32_t pos, int32_t d) -> double {
                 const int32_t half = n_rot / 2;
@@ -150,55 +167,64 @@ TEST_CASE("paged attention equals dense causal attention over scattered block ta
         {{6, 3}, {30, 3}, 6, 3, 8, 8, 5},                 // sliding window
         {{4}, {100}, 4, 1, 32, 16, 0},                    // MQA, long context
     };
-    for (const Case& c : cases) {
-        const int32_t num_blocks = 40;
-        StepPlan plan = random_plan(rng, c.query_lens, c.context_lens, c.block_size, num_blocks);
-        const int32_t n = plan.num_tokens();
-        const AttentionParams a{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), c.window};
-        KVCache cache;
-        cache.shape = {1, num_blocks, c.block_size, c.n_kv_heads, c.head_dim};
-        auto kpool = random_vector(rng, cache.shape.floats_per_block() * num_blocks);
-        auto vpool = random_vector(rng, cache.shape.floats_per_block() * num_blocks);
-        cache.k = {kpool.data()};
-        cache.v = {vpool.data()};
-        auto q = random_vector(rng, size_t(n) * c.n_heads * c.head_dim);
-        std::vector<float> out(q.size(), NAN);
-        backend->set_step(plan, c.block_size);
-        backend->paged_attention(q.data(), a, cache, 0, out.data());
+    for (const Case& c : cases)
+        for (KVDType dtype : {KVDType::F32, KVDType::BF16}) {
+            CAPTURE(kv_dtype_name(dtype));
+            const int32_t num_blocks = 40;
+            StepPlan plan = random_plan(rng, c.query_lens, c.context_lens, c.block_size, num_blocks);
+            const int32_t n = plan.num_tokens();
+            const AttentionParams a{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), c.window};
+            KVCache cache;
+            cache.shape = {1, num_blocks, c.block_size, c.n_kv_heads, c.head_dim, dtype};
+            auto kpool = random_vector(rng, cache.shape.elems_per_block() * num_blocks);
+            auto vpool = random_vector(rng, cache.shape.elems_per_block() * num_blocks);
+            // A bf16 pool holds the values rounded; the reference reads those (kpool, vpool widened back).
+            std::vector<uint16_t> kpool16, vpool16;
+            for (size_t i = 0; i < kpool.size(); ++i) {
+                kpool16.push_back(f32_to_bf16(kpool[i]));
+                vpool16.push_back(f32_to_bf16(vpool[i]));
+                if (dtype == KVDType::BF16) kpool[i] = bf16_to_f32(kpool16[i]), vpool[i] = bf16_to_f32(vpool16[i]);
+            }
+            cache.k = {dtype == KVDType::BF16 ? static_cast<void*>(kpool16.data()) : kpool.data()};
+            cache.v = {dtype == KVDType::BF16 ? static_cast<void*>(vpool16.data()) : vpool.data()};
+            auto q = random_vector(rng, size_t(n) * c.n_heads * c.head_dim);
+            std::vector<float> out(q.size(), NAN);
+            backend->set_step(plan, c.block_size);
+            backend->paged_attention(q.data(), a, cache, 0, out.data());
 
-        // Dense reference: gather each sequence's K/V into a contiguous array first.
-        std::vector<double> ref(out.size());
-        for (int32_t s = 0; s < plan.num_seqs(); ++s) {
-            const int32_t ctx = plan.context_lens[s];
-            auto at = [&](const std::vector<float>& pool, int32_t t, int32_t h, int32_t d) {
-                const int32_t blk = plan.block_tables[s * plan.max_blocks_per_seq + t / c.block_size];
-                return double(pool[((size_t(blk) * c.block_size + t % c.block_size) * c.n_kv_heads + h) * c.head_dim + d]);
-            };
-            for (int32_t r = plan.query_start[s]; r < plan.query_start[s + 1]; ++r) {
-                const int32_t pos = ctx - (plan.query_start[s + 1] - r);
-                for (int32_t h = 0; h < c.n_heads; ++h) {
-                    const int32_t kvh = h * c.n_kv_heads / c.n_heads;
-                    std::vector<double> w;
-                    const int32_t first = c.window ? std::max(0, pos - c.window + 1) : 0;
-                    for (int32_t t = first; t <= pos; ++t) {
-                        double dot = 0;
-                        for (int32_t d = 0; d < c.head_dim; ++d)
-                            dot += q[(size_t(r) * c.n_heads + h) * c.head_dim + d] * at(kpool, t, kvh, d);
-                        w.push_back(dot / std::sqrt(double(c.head_dim)));
-                    }
-                    const double mx = *std::max_element(w.begin(), w.end());
-                    double total = 0;
-                    for (auto& x : w) total += (x = std::exp(x - mx));
-                    for (int32_t d = 0; d < c.head_dim; ++d) {
-                        double acc = 0;
-                        for (int32_t t = first; t <= pos; ++t) acc += w[t - first] / total * at(vpool, t, kvh, d);
-                        ref[(size_t(r) * c.n_heads + h) * c.head_dim + d] = acc;
+            // Dense reference: gather each sequence's K/V into a contiguous array first.
+            std::vector<double> ref(out.size());
+            for (int32_t s = 0; s < plan.num_seqs(); ++s) {
+                const int32_t ctx = plan.context_lens[s];
+                auto at = [&](const std::vector<float>& pool, int32_t t, int32_t h, int32_t d) {
+                    const int32_t blk = plan.block_tables[s * plan.max_blocks_per_seq + t / c.block_size];
+                    return double(pool[((size_t(blk) * c.block_size + t % c.block_size) * c.n_kv_heads + h) * c.head_dim + d]);
+                };
+                for (int32_t r = plan.query_start[s]; r < plan.query_start[s + 1]; ++r) {
+                    const int32_t pos = ctx - (plan.query_start[s + 1] - r);
+                    for (int32_t h = 0; h < c.n_heads; ++h) {
+                        const int32_t kvh = h * c.n_kv_heads / c.n_heads;
+                        std::vector<double> w;
+                        const int32_t first = c.window ? std::max(0, pos - c.window + 1) : 0;
+                        for (int32_t t = first; t <= pos; ++t) {
+                            double dot = 0;
+                            for (int32_t d = 0; d < c.head_dim; ++d)
+                                dot += q[(size_t(r) * c.n_heads + h) * c.head_dim + d] * at(kpool, t, kvh, d);
+                            w.push_back(dot / std::sqrt(double(c.head_dim)));
+                        }
+                        const double mx = *std::max_element(w.begin(), w.end());
+                        double total = 0;
+                        for (auto& x : w) total += (x = std::exp(x - mx));
+                        for (int32_t d = 0; d < c.head_dim; ++d) {
+                            double acc = 0;
+                            for (int32_t t = first; t <= pos; ++t) acc += w[t - first] / total * at(vpool, t, kvh, d);
+                            ref[(size_t(r) * c.n_heads + h) * c.head_dim + d] = acc;
+                        }
                     }
                 }
             }
+            CHECK(rel_error(out, ref) < 1e-5);
         }
-        CHECK(rel_error(out, ref) < 1e-5);
-    }
 }
 
 TEST_CASE("matmul over F32, F16 and BF16 weights, with bias; RMSNorm with residual; SwiGLU") {
