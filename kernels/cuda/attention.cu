@@ -18,8 +18,14 @@
 //    keys are double-buffered in shared memory; S = Q K^T and O += P V stay in
 //    registers (FlashAttention-2 style) with causal/window masks per row.
 // 3. reference_kernel: the first version (a block per (row, head), scalar
-//    loads), kept for head dims that are not a multiple of 4 and unaligned
-//    pointers.
+//    loads), kept for head dims that are not a multiple of 4 (8 for a bf16
+//    pool) and unaligned pointers.
+//
+// Every kernel is a template on the pool's element type, float or bf16: a
+// 16-byte copy moves 4 or 8 of them, shared memory holds them as they are,
+// and they are widened to float where they are read for arithmetic.
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
@@ -56,6 +62,21 @@ __device__ __forceinline__ int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 ? max(0, pos - window + 1) : 0;
 }
 
+// The pool's elements: float, or bf16 (exact in float: a 16-bit shift).
+using bf16 = __nv_bfloat16;
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(bf16 x) { return __bfloat162float(x); }
+// Four consecutive elements as floats (16-byte aligned for float, 8 for bf16).
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const bf16* p) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+// Elements in one 16-byte copy.
+template <class T>
+constexpr int kPerCopy = 16 / int(sizeof(T));
+
 // ---- 1. reference kernel (fallback) ---------------------------------------------------
 
 constexpr int kRefThreads = 128;
@@ -63,8 +84,9 @@ constexpr int kRefWarps = kRefThreads / 32;
 constexpr int kRefTile = 64;  // keys per pass; <= kRefThreads so that one thread exponentiates each score
 constexpr int kRefDimsPerThread = kMaxHeadDim / kRefThreads;
 
-__global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, const float* q, const float* k_pool,
-                                                                const float* v_pool, AttnArgs a, float* out) {
+template <class T>
+__global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, const float* q, const T* k_pool,
+                                                                const T* v_pool, AttnArgs a, float* out) {
     __shared__ float q_s[kMaxHeadDim];
     __shared__ float p_s[kRefTile];  // scores, then their exponentials
     const int32_t row = blockIdx.x, h = blockIdx.y, hd = a.heads.head_dim, bs = st.block_size;
@@ -85,9 +107,9 @@ __global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, c
     for (int32_t t0 = first; t0 <= pos; t0 += kRefTile) {
         const int32_t count = min(kRefTile, pos + 1 - t0);
         for (int32_t i = warp; i < count; i += kRefWarps) {
-            const float* k = k_pool + slot(t0 + i) * kv_row + kv_off;
+            const T* k = k_pool + slot(t0 + i) * kv_row + kv_off;
             float dot = 0.0f;
-            for (int32_t d = lane; d < hd; d += 32) dot += q_s[d] * k[d];
+            for (int32_t d = lane; d < hd; d += 32) dot += q_s[d] * widen(k[d]);
             dot = warp_sum(dot);
             if (lane == 0) p_s[i] = dot * a.scale;
         }
@@ -104,12 +126,12 @@ __global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, c
         for (int j = 0; j < kRefDimsPerThread; ++j) acc[j] *= alpha;
         for (int32_t i = 0; i < count; ++i) {
             const float p = p_s[i];
-            const float* v = v_pool + slot(t0 + i) * kv_row + kv_off;
+            const T* v = v_pool + slot(t0 + i) * kv_row + kv_off;
             tile_sum += p;
 #pragma unroll
             for (int j = 0; j < kRefDimsPerThread; ++j) {
                 const int32_t d = threadIdx.x + j * kRefThreads;
-                if (d < hd) acc[j] += p * v[d];
+                if (d < hd) acc[j] += p * widen(v[d]);
             }
         }
         l = l * alpha + tile_sum;
@@ -165,24 +187,29 @@ DecodePlan decode_plan(const DeviceStep& st, HeadShape heads) {
     return p;
 }
 
+// K rows in shared memory are padded by one 16-byte copy (ldk = hd + kPerCopy):
+// lane j reads key j's row, and the padding spreads the lanes over the banks.
+template <class T>
 size_t decode_smem_bytes(HeadShape heads) {
     const int32_t hd = heads.head_dim, group = heads.n_heads / heads.n_kv_heads;
-    return sizeof(float) * (size_t(group) * hd + size_t(group) * kDecKeys + 2 * kDecKeys * size_t(hd + 4) +
-                            2 * kDecKeys * size_t(hd));
+    return sizeof(float) * (size_t(group) * hd + size_t(group) * kDecKeys) +
+           sizeof(T) * (2 * kDecKeys * size_t(hd + kPerCopy<T>) + 2 * kDecKeys * size_t(hd));
 }
 
+template <class T>
 __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, const float* __restrict__ q,
-                                                             const float* __restrict__ k_pool,
-                                                             const float* __restrict__ v_pool, DecodeArgs a) {
+                                                             const T* __restrict__ k_pool,
+                                                             const T* __restrict__ v_pool, DecodeArgs a) {
     extern __shared__ float4 dec_smem4[];
+    constexpr int E = kPerCopy<T>;
     const int32_t row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-    const int32_t hd = a.heads.head_dim, c4 = hd / 4, ldk = hd + 4, n_heads = a.heads.n_heads;
+    const int32_t hd = a.heads.head_dim, c4 = hd / 4, ldk = hd + E, n_heads = a.heads.n_heads;
     const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size;
     const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* q_s = reinterpret_cast<float*>(dec_smem4);  // [group][hd]
     float* p_s = q_s + group * hd;                      // [group][kDecKeys]
-    float* k_s = p_s + group * kDecKeys;                // [2][kDecKeys][hd + 4]
-    float* v_s = k_s + 2 * kDecKeys * ldk;              // [2][kDecKeys][hd]
+    T* k_s = reinterpret_cast<T*>(p_s + group * kDecKeys);  // [2][kDecKeys][hd + E]
+    T* v_s = k_s + 2 * kDecKeys * ldk;                      // [2][kDecKeys][hd]
 
     const int32_t pos = st.positions[row];
     const int32_t lo = max(window_first(pos, a.window), split * a.split_len);
@@ -199,16 +226,17 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
 
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
+    const int32_t copies = hd / E;  // 16-byte copies per key
     auto load_tile = [&](int stage, int32_t t0) {
-        float* ks = k_s + stage * kDecKeys * ldk;
-        float* vs = v_s + stage * kDecKeys * hd;
-        for (int32_t i = threadIdx.x; i < kDecKeys * c4; i += kDecThreads) {
-            const int32_t key = i / c4, c = i - key * c4, t = t0 + key;
+        T* ks = k_s + stage * kDecKeys * ldk;
+        T* vs = v_s + stage * kDecKeys * hd;
+        for (int32_t i = threadIdx.x; i < kDecKeys * copies; i += kDecThreads) {
+            const int32_t key = i / copies, c = i - key * copies, t = t0 + key;
             const bool ok = t <= hi;
             int64_t off = 0;
-            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 4;
-            cp_async16(ks + key * ldk + c * 4, k_pool + off, ok);
-            cp_async16(vs + key * hd + c * 4, v_pool + off, ok);
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * E;
+            cp_async16(ks + key * ldk + c * E, k_pool + off, ok);
+            cp_async16(vs + key * hd + c * E, v_pool + off, ok);
         }
     };
 
@@ -238,15 +266,15 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
         cp_async_commit();
         cp_async_wait_1();
         __syncthreads();
-        const float* ks = k_s + (it & 1) * kDecKeys * ldk;
-        const float* vs = v_s + (it & 1) * kDecKeys * hd;
+        const T* ks = k_s + (it & 1) * kDecKeys * ldk;
+        const T* vs = v_s + (it & 1) * kDecKeys * hd;
 
         if (warp < group) {
             // Scores: lane = key, the warp's heads share each K load.
             float s[kDecHeadsPerWarp] = {};
-            const float* krow = ks + lane * ldk;
+            const T* krow = ks + lane * ldk;
             for (int32_t d = 0; d < hd; d += 4) {
-                const float4 kv = *reinterpret_cast<const float4*>(krow + d);
+                const float4 kv = load4(krow + d);
 #pragma unroll
                 for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
                     const int32_t g = warp + hh * kDecWarps;
@@ -296,10 +324,10 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
                 for (int cc = 0; cc < 2; ++cc) {
                     const int32_t c = lane + cc * 32;
                     if (c < c4) {
-                        const float4 v0 = *reinterpret_cast<const float4*>(vs + (j + 0) * hd + c * 4);
-                        const float4 v1 = *reinterpret_cast<const float4*>(vs + (j + 1) * hd + c * 4);
-                        const float4 v2 = *reinterpret_cast<const float4*>(vs + (j + 2) * hd + c * 4);
-                        const float4 v3 = *reinterpret_cast<const float4*>(vs + (j + 3) * hd + c * 4);
+                        const float4 v0 = load4(vs + (j + 0) * hd + c * 4);
+                        const float4 v1 = load4(vs + (j + 1) * hd + c * 4);
+                        const float4 v2 = load4(vs + (j + 2) * hd + c * 4);
+                        const float4 v3 = load4(vs + (j + 3) * hd + c * 4);
 #pragma unroll
                         for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
                             if (warp + hh * kDecWarps < group) {
@@ -424,11 +452,13 @@ __device__ __forceinline__ void mma_3xtf32(float (&c)[4], const float (&a)[4], f
     mma_tf32(c, ab, bb0, bb1);
 }
 
-// Shared memory rows are hd8 + 4 floats (hd8 = head_dim rounded up to 8): a
-// stride of 4 mod 8 words makes the fragment loads conflict-free.
+// Shared memory rows of Q are hd8 + 4 floats (hd8 = head_dim rounded up to 8):
+// a stride of 4 mod 8 words makes the fragment loads conflict-free. K and V
+// rows are hd8 + one 16-byte copy of pool elements.
+template <class T>
 size_t prefill_smem_bytes(HeadShape heads) {
-    const size_t ld = size_t((heads.head_dim + 7) / 8 * 8 + 4);
-    return sizeof(float) * ld * (kPreVecs + 2 * 2 * kPreKeys);
+    const size_t hd8 = size_t((heads.head_dim + 7) / 8 * 8);
+    return sizeof(float) * (hd8 + 4) * kPreVecs + sizeof(T) * (hd8 + kPerCopy<T>) * 2 * 2 * kPreKeys;
 }
 
 struct PrefillArgs {
@@ -439,11 +469,11 @@ struct PrefillArgs {
 };
 
 // HDP: head_dim rounded up to 8 is at most HDP (64, 128 or 256): the register arrays' size.
-template <int HDP>
+template <int HDP, class T>
 __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, const float* __restrict__ q,
-                                                              const float* __restrict__ k_pool,
-                                                              const float* __restrict__ v_pool, PrefillArgs a) {
-    constexpr int kOFrag = HDP / 8;
+                                                              const T* __restrict__ k_pool,
+                                                              const T* __restrict__ v_pool, PrefillArgs a) {
+    constexpr int kOFrag = HDP / 8, E = kPerCopy<T>;
     extern __shared__ float4 pre_smem4[];
     __shared__ int32_t range_s[2];
     const int32_t tile = blockIdx.x, kvh = blockIdx.y, chunk = blockIdx.z;
@@ -454,9 +484,10 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
     if (vec0 >= count * group) return;
     const int32_t nvec = min(kPreVecs, count * group - vec0);
     const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    const int32_t ldt = hd8 + E;                        // K/V rows, in pool elements
     float* q_s = reinterpret_cast<float*>(pre_smem4);  // [kPreVecs][ld]
-    float* k_s = q_s + kPreVecs * ld;                   // [2][kPreKeys][ld]
-    float* v_s = k_s + 2 * kPreKeys * ld;               // [2][kPreKeys][ld]
+    T* k_s = reinterpret_cast<T*>(q_s + kPreVecs * ld);  // [2][kPreKeys][ldt]
+    T* v_s = k_s + 2 * kPreKeys * ldt;                   // [2][kPreKeys][ldt]
 
     // This thread's two fragment rows (vectors warp*16 + g8 and + 8): position and window start.
     int32_t my_pos[2], my_first[2];
@@ -492,16 +523,18 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
     const int32_t c8 = hd8 / 4, c4 = hd / 4;
+    // 16-byte copies per key row: those past head_dim (up to hd8) are zero-filled.
+    const int32_t copies8 = hd8 / E, copies = hd / E;
     auto load_tile = [&](int stage, int32_t t0) {
-        float* ks = k_s + stage * kPreKeys * ld;
-        float* vs = v_s + stage * kPreKeys * ld;
-        for (int32_t i = threadIdx.x; i < kPreKeys * c8; i += kPreThreads) {
-            const int32_t key = i / c8, c = i - key * c8, t = t0 + key;
-            const bool ok = t <= hi && c < c4;
+        T* ks = k_s + stage * kPreKeys * ldt;
+        T* vs = v_s + stage * kPreKeys * ldt;
+        for (int32_t i = threadIdx.x; i < kPreKeys * copies8; i += kPreThreads) {
+            const int32_t key = i / copies8, c = i - key * copies8, t = t0 + key;
+            const bool ok = t <= hi && c < copies;
             int64_t off = 0;
-            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 4;
-            cp_async16(ks + key * ld + c * 4, k_pool + off, ok);
-            cp_async16(vs + key * ld + c * 4, v_pool + off, ok);
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * E;
+            cp_async16(ks + key * ldt + c * E, k_pool + off, ok);
+            cp_async16(vs + key * ldt + c * E, v_pool + off, ok);
         }
     };
 
@@ -531,8 +564,8 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
         cp_async_commit();
         cp_async_wait_1();
         __syncthreads();
-        const float* ks = k_s + (it & 1) * kPreKeys * ld;
-        const float* vs = v_s + (it & 1) * kPreKeys * ld;
+        const T* ks = k_s + (it & 1) * kPreKeys * ldt;
+        const T* vs = v_s + (it & 1) * kPreKeys * ldt;
 
         if (t0 <= w_hi && t0 + kPreKeys - 1 >= w_lo) {  // warp-uniform
             // S = Q K^T: 16 x 32 per warp.
@@ -546,8 +579,8 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
                     const float af[4] = {qa[g8 * ld], qa[(g8 + 8) * ld], qa[g8 * ld + 4], qa[(g8 + 8) * ld + 4]};
 #pragma unroll
                     for (int f = 0; f < kPreNFrag; ++f) {
-                        const float* kb_ = ks + (f * 8 + g8) * ld + kb * 8 + t4;
-                        mma_3xtf32(s[f], af, kb_[0], kb_[4]);
+                        const T* kb_ = ks + (f * 8 + g8) * ldt + kb * 8 + t4;
+                        mma_3xtf32(s[f], af, widen(kb_[0]), widen(kb_[4]));
                     }
                 }
             }
@@ -607,8 +640,8 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
 #pragma unroll
                 for (int kb = 0; kb < kPreNFrag; ++kb) {
                     const float pa[4] = {s[kb][0], s[kb][2], s[kb][1], s[kb][3]};
-                    const float* vb = vs + (kb * 8 + 2 * t4) * ld + g8 + f * 8;
-                    mma_3xtf32(tile_o, pa, vb[0], vb[ld]);
+                    const T* vb = vs + (kb * 8 + 2 * t4) * ldt + g8 + f * 8;
+                    mma_3xtf32(tile_o, pa, widen(vb[0]), widen(vb[ldt]));
                 }
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[f][e] += tile_o[e];
@@ -635,9 +668,11 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// The fast kernels read whole float4s: head_dim a multiple of 4 and 16-byte aligned arrays.
-bool fast_path_ok(const float* q, const float* k_pool, const float* v_pool, HeadShape heads, const float* out) {
-    return heads.head_dim % 4 == 0 && heads.head_dim <= kMaxHeadDim && aligned16(q) && aligned16(k_pool) &&
+// The fast kernels copy whole 16-byte pieces of each K/V row and read q as
+// float4: head_dim a multiple of 4 floats (8 bf16) and 16-byte aligned arrays.
+template <class T>
+bool fast_path_ok(const float* q, const T* k_pool, const T* v_pool, HeadShape heads, const float* out) {
+    return heads.head_dim % kPerCopy<T> == 0 && heads.head_dim <= kMaxHeadDim && aligned16(q) && aligned16(k_pool) &&
            aligned16(v_pool) && aligned16(out);
 }
 bool use_decode(const DeviceStep& st, HeadShape heads) {
@@ -652,32 +687,23 @@ void allow_smem(Kernel kernel, size_t bytes, size_t& allowed) {
     allowed = bytes;
 }
 
-template <int HDP>
-void launch_prefill(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool, HeadShape heads,
+template <int HDP, class T>
+void launch_prefill(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
                     float scale, int32_t window, float* out, cudaStream_t stream) {
     static size_t allowed = 0;
-    const size_t smem = prefill_smem_bytes(heads);
-    allow_smem(prefill_kernel<HDP>, smem, allowed);
+    const size_t smem = prefill_smem_bytes<T>(heads);
+    allow_smem(prefill_kernel<HDP, T>, smem, allowed);
     const int32_t group = heads.n_heads / heads.n_kv_heads;
     const dim3 grid(st.num_attn_tiles, heads.n_kv_heads, (kAttnTileRows * group + kPreVecs - 1) / kPreVecs);
-    prefill_kernel<HDP><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
-                                                             PrefillArgs{heads, scale, window, out});
+    prefill_kernel<HDP, T><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
+                                                                PrefillArgs{heads, scale, window, out});
     CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads) {
-    if (st.num_tokens == 0 || heads.n_kv_heads <= 0 || !use_decode(st, heads)) return 0;
-    const DecodePlan p = decode_plan(st, heads);
-    if (p.num_splits <= 1) return 0;
-    return sizeof(float) * size_t(st.num_tokens) * heads.n_heads * p.num_splits * size_t(heads.head_dim + 2);
-}
-
-void launch_paged_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                            HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream) {
-    if (st.num_tokens == 0) return;
+template <class T>
+void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
+                     float scale, int32_t window, float* out, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream) {
     const bool fast = fast_path_ok(q, k_pool, v_pool, heads, out);
     if (fast && use_decode(st, heads)) {
         const DecodePlan p = decode_plan(st, heads);
@@ -689,10 +715,10 @@ void launch_paged_attention(const DeviceStep& st, const float* q, const float* k
                 a.part_ml = a.part_o + size_t(st.num_tokens) * heads.n_heads * p.num_splits * heads.head_dim;
             }
             static size_t allowed = 0;
-            const size_t smem = decode_smem_bytes(heads);
-            allow_smem(decode_kernel, smem, allowed);
+            const size_t smem = decode_smem_bytes<T>(heads);
+            allow_smem(decode_kernel<T>, smem, allowed);
             const dim3 grid(st.num_tokens, heads.n_kv_heads, p.num_splits);
-            decode_kernel<<<grid, kDecThreads, smem, stream>>>(st, q, k_pool, v_pool, a);
+            decode_kernel<T><<<grid, kDecThreads, smem, stream>>>(st, q, k_pool, v_pool, a);
             CUDA_CHECK_LAUNCH();
             if (p.num_splits > 1) {
                 combine_kernel<<<st.num_tokens * heads.n_heads, kCombineThreads, 0, stream>>>(a);
@@ -712,8 +738,29 @@ void launch_paged_attention(const DeviceStep& st, const float* q, const float* k
         return;
     }
     const dim3 grid(st.num_tokens, heads.n_heads);
-    reference_kernel<<<grid, kRefThreads, 0, stream>>>(st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
+    reference_kernel<T><<<grid, kRefThreads, 0, stream>>>(st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
     CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads) {
+    if (st.num_tokens == 0 || heads.n_kv_heads <= 0 || !use_decode(st, heads)) return 0;
+    const DecodePlan p = decode_plan(st, heads);
+    if (p.num_splits <= 1) return 0;
+    return sizeof(float) * size_t(st.num_tokens) * heads.n_heads * p.num_splits * size_t(heads.head_dim + 2);
+}
+
+void launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
+                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
+    if (st.num_tokens == 0) return;
+    if (pool == PoolType::BF16)
+        paged_attention(st, q, static_cast<const bf16*>(k_pool), static_cast<const bf16*>(v_pool), heads, scale,
+                        window, out, workspace, workspace_bytes, stream);
+    else
+        paged_attention(st, q, static_cast<const float*>(k_pool), static_cast<const float*>(v_pool), heads, scale,
+                        window, out, workspace, workspace_bytes, stream);
 }
 
 }  // namespace minfer::cuda

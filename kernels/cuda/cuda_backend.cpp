@@ -106,6 +106,9 @@ public:
     }
 
     std::string name() const override { return "cuda"; }
+    bool supports_kv_dtype(KVDType) const override { return true; }
+    // bf16 halves the bytes decode attention reads, as vLLM's auto (the model's dtype) does for bf16 models.
+    KVDType default_kv_dtype() const override { return KVDType::BF16; }
 
     void* alloc(size_t bytes) override {
         void* p = nullptr;
@@ -289,9 +292,8 @@ public:
         r.freq_factors = rope.freq_factors;
         // The same expression as the CPU's, so the frequencies are bit-identical.
         for (int32_t i = 0; i < rope.n_rot / 2; ++i) r.inv_freq[i] = std::pow(rope.base, -2.0f * i / rope.n_rot);
-        check_kv_dtype(cache);
-        cuda::launch_rope_kv_write(step_, q, k, v, {a.n_heads, a.n_kv_heads, a.head_dim}, r,
-                                   static_cast<float*>(cache.k[layer]), static_cast<float*>(cache.v[layer]), stream_);
+        cuda::launch_rope_kv_write(step_, q, k, v, {a.n_heads, a.n_kv_heads, a.head_dim}, r, cache.k[layer],
+                                   cache.v[layer], pool_type(cache), stream_);
         after_op();
     }
 
@@ -310,10 +312,8 @@ public:
             CUDA_CHECK(cudaMalloc(&attn_ws_, ws));
             attn_ws_bytes_ = ws;
         }
-        check_kv_dtype(cache);
-        cuda::launch_paged_attention(step_, q, static_cast<const float*>(cache.k[layer]),
-                                     static_cast<const float*>(cache.v[layer]), heads, a.scale, a.window, out,
-                                     attn_ws_, attn_ws_bytes_, stream_);
+        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], pool_type(cache), heads, a.scale,
+                                     a.window, out, attn_ws_, attn_ws_bytes_, stream_);
         after_op();
     }
 
@@ -478,11 +478,8 @@ private:
         ++traffic_.steps;
     }
 
-    // The kernels read and write fp32 pools; LLMEngine asks supports_kv_dtype first.
-    static void check_kv_dtype(const KVCache& cache) {
-        if (cache.shape.dtype != KVDType::F32)
-            throw std::invalid_argument(std::string("cuda: the KV cache must be float32, not ") +
-                                        kv_dtype_name(cache.shape.dtype));
+    static cuda::PoolType pool_type(const KVCache& cache) {
+        return cache.shape.dtype == KVDType::BF16 ? cuda::PoolType::BF16 : cuda::PoolType::F32;
     }
 
     static void check_heads(const AttentionParams& a) {

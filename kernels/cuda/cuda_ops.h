@@ -35,6 +35,8 @@ struct DeviceStep {
 constexpr int kAttnTileRows = 64;
 
 enum class DType : int32_t { F32, F16, BF16 };
+// The KV pool's elements (engine/backend.h's KVDType).
+enum class PoolType : int32_t { F32, BF16 };
 
 // ---- elementwise.cu ------------------------------------------------------------
 // out[i, :cols] = table[token_ids[i], :cols], widened to float; table rows are ld elements apart.
@@ -63,8 +65,9 @@ struct HeadShape {
     int32_t n_kv_heads = 0;
     int32_t head_dim = 0;
 };
+// k and v go into the pools as `pool` elements (bf16: rounded to nearest even, after RoPE).
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,
-                          const RopeArgs& rope, float* k_pool, float* v_pool, cudaStream_t stream);
+                          const RopeArgs& rope, void* k_pool, void* v_pool, PoolType pool, cudaStream_t stream);
 
 // ---- attention.cu ------------------------------------------------------------------
 constexpr int kMaxHeadDim = 256;
@@ -74,8 +77,8 @@ constexpr int kMaxHeadDim = 256;
 size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads);
 // workspace: device memory of at least paged_attention_workspace_bytes(st, heads)
 // bytes (workspace_bytes says how much there is; too little falls back to slower kernels).
-void launch_paged_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                            HeadShape heads, float scale, int32_t window, float* out, void* workspace,
+void launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
+                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------

@@ -1,5 +1,7 @@
 // RMSNorm with the fused residual add, and RoPE with the K/V write into the
-// paged pool.
+// paged pool (float32 or bf16 elements).
+#include <cuda_bf16.h>
+
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
@@ -70,14 +72,18 @@ __device__ __forceinline__ int2 rope_pair(const RopeArgs& rope, int i) {
     return rope.neox ? make_int2(i, i + rope.n_rot / 2) : make_int2(2 * i, 2 * i + 1);
 }
 
+__device__ __forceinline__ void store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+
 // One block per (token row, head), the q heads first, then the kv heads: a
 // decode step's single row still spreads over as many blocks as it has heads.
 // A q head is rotated in place, pair by pair; a kv head's k is read from its
 // input row and written rotated into the pool, element by element (so no thread
 // reads what another writes), and its v is copied.
+template <class T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_write_kernel(DeviceStep st, float* q, const float* k, const float* v, HeadShape hs,
-                         const __grid_constant__ RopeArgs rope, float* k_pool, float* v_pool) {
+                         const __grid_constant__ RopeArgs rope, T* k_pool, T* v_pool) {
     const int32_t row = blockIdx.x, head = blockIdx.y, hd = hs.head_dim, half = rope.n_rot / 2;
     const float pos = float(st.positions[row]) * rope.position_scale;
 
@@ -101,9 +107,9 @@ __global__ void __launch_bounds__(kRopeThreads)
     const int64_t dst = (int64_t(st.slot_mapping[row]) * hs.n_kv_heads + kv_head) * hd;
     const float* x = k + src;
     for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        v_pool[dst + d] = v[src + d];
+        store(v_pool + dst + d, v[src + d]);
         if (d >= rope.n_rot) {
-            k_pool[dst + d] = x[d];
+            store(k_pool + dst + d, x[d]);
             continue;
         }
         const bool first = rope.neox ? d < half : d % 2 == 0;
@@ -112,7 +118,7 @@ __global__ void __launch_bounds__(kRopeThreads)
         float s, c;
         rope_sincos(rope, i, pos, &s, &c);
         const float a = x[p.x], b = x[p.y];
-        k_pool[dst + d] = first ? a * c - b * s : a * s + b * c;
+        store(k_pool + dst + d, first ? a * c - b * s : a * s + b * c);
     }
 }
 
@@ -133,10 +139,16 @@ void launch_add_rms_norm(float* residual, const float* delta, const float* weigh
 }
 
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,
-                          const RopeArgs& rope, float* k_pool, float* v_pool, cudaStream_t stream) {
+                          const RopeArgs& rope, void* k_pool, void* v_pool, PoolType pool, cudaStream_t stream) {
     if (st.num_tokens == 0) return;
     const dim3 grid(unsigned(st.num_tokens), unsigned(heads.n_heads + heads.n_kv_heads));
-    rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope, k_pool, v_pool);
+    if (pool == PoolType::BF16)
+        rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope,
+                                                                static_cast<__nv_bfloat16*>(k_pool),
+                                                                static_cast<__nv_bfloat16*>(v_pool));
+    else
+        rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope, static_cast<float*>(k_pool),
+                                                                static_cast<float*>(v_pool));
     CUDA_CHECK_LAUNCH();
 }
 

@@ -14,6 +14,7 @@
 // (1 and 8 rows) in GB/s of weights, and a 512-row prefill (bf16 widening +
 // GEMM) in TFLOP/s.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -52,7 +53,10 @@ constexpr double kFp8Real = 6e-2;   // against the unquantized f32 product: e4m3
 // Attention: 3xTF32 products on the tensor cores (~2^-21 relative each) and
 // fp32 online softmax; the CPU sums scores and outputs sequentially in fp32.
 constexpr double kAttn = 2e-5;
-constexpr double kAttnLong = 5e-5;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
+constexpr double kAttnLong = 5e-5;
+// RoPE into a bf16 pool: the GPU's sincosf differs from the CPU's by an ulp or so,
+// which now and then moves a rotated key to the neighbouring bf16 (2^-8 relative).
+constexpr double kBf16Pool = 1e-3;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
 
 // The quantized types the CUDA backend keeps quantized.
 const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
@@ -254,7 +258,9 @@ public:
                         fmt("%s hd=%d rot=%d heads=%d/%d bs=%d%s%s %s(%s)", neox ? "NEOX" : "NORM", hd, n_rot, nh, nkv,
                             bs, factors ? " freq_factors" : "", pscale != 1.0f ? " scale=0.25" : "", kind.name,
                             seqs_text(kind.seqs).c_str());
-                    run("rope_kv_write", shape, kF32, [&] {
+                    for (KVDType dtype : {KVDType::F32, KVDType::BF16})
+                    run("rope_kv_write", shape + (dtype == KVDType::BF16 ? " bf16 pool" : ""),
+                        dtype == KVDType::BF16 ? kBf16Pool : kF32, [&] {
                         const int32_t num_blocks = blocks_needed(kind.seqs, bs) + 3;
                         const StepPlan plan = make_plan(rng_, kind.seqs, bs, num_blocks, 1000);
                         set_step(plan, bs);
@@ -262,9 +268,22 @@ public:
                         const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), 0};
                         std::vector<float> q = randn(size_t(n) * nh * hd), k = randn(size_t(n) * nkv * hd),
                                            v = randn(size_t(n) * nkv * hd), ff = randu(n_rot / 2, 1.0f, 8.0f);
-                        const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
+                        const KVCacheShape cs{2, num_blocks, bs, nkv, hd, dtype};
                         const size_t pool = cs.elems_per_block() * num_blocks;
-                        std::vector<std::vector<float>> pools = {randn(pool), randn(pool), randn(pool), randn(pool)};
+                        // Float pools, or bf16 ones as pairs of bf16 in each float's bytes.
+                        const size_t words = dtype == KVDType::BF16 ? (pool + 1) / 2 : pool;
+                        std::vector<std::vector<float>> pools(4);
+                        for (auto& p : pools) {
+                            if (dtype == KVDType::F32) {
+                                p = randn(words);
+                                continue;
+                            }
+                            p.resize(words);
+                            for (float& w : p) {  // each half a bf16 of a normal value
+                                const uint32_t lo = f32_to_bf16(normal_(rng_)), hi = f32_to_bf16(normal_(rng_));
+                                w = std::bit_cast<float>(hi << 16 | lo);
+                            }
+                        }
 
                         DeviceArena g(gpu_);
                         KVCache cache_g{cs, {g.copy(pools[0]), g.copy(pools[1])}, {g.copy(pools[2]), g.copy(pools[3])}};
@@ -276,9 +295,19 @@ public:
                         cpu_.rope_kv_write(q.data(), k.data(), v.data(), attn, rope_c, cache_c, 1);
                         gpu_.rope_kv_write(q_g, g.copy(k), g.copy(v), attn, rope_g, cache_g, 1);
                         double err = rel_error(g.fetch(q_g, q.size()), q);
+                        auto widened = [&](const std::vector<float>& w) {  // the pool's elements as floats
+                            if (dtype == KVDType::F32) return w;
+                            std::vector<float> f(pool);
+                            for (size_t j = 0; j < pool; ++j) {
+                                const uint32_t bits = std::bit_cast<uint32_t>(w[j / 2]);
+                                f[j] = bf16_to_f32(uint16_t(j % 2 ? bits >> 16 : bits & 0xffff));
+                            }
+                            return f;
+                        };
                         for (int p = 0; p < 4; ++p) {
                             const void* dev = p < 2 ? cache_g.k[p] : cache_g.v[p - 2];
-                            err = std::max(err, rel_error(g.fetch(static_cast<const float*>(dev), pool), pools[p]));
+                            const auto got = g.fetch(static_cast<const float*>(dev), words);
+                            err = std::max(err, rel_error(widened(got), widened(pools[p])));
                         }
                         return err;
                     });
@@ -332,16 +361,23 @@ public:
         attention_case(128, 32, 2, 16, 0, "decode", {{1, 3000}, {1, 1}, {1, 64}}, kAttn);
     }
 
+    // Each case runs over a float32 pool and over a bf16 one (the same keys and
+    // values rounded, given to both backends as bf16).
     void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
                         const std::vector<Seq>& seqs, double threshold) {
-        const std::string shape =
-            fmt("hd=%d heads=%d/%d bs=%d window=%d %s(%s)", hd, nh, nkv, bs, window, kind_name, seqs_text(seqs).c_str());
+        for (KVDType dtype : {KVDType::F32, KVDType::BF16})
+            attention_case(hd, nh, nkv, bs, window, kind_name, seqs, threshold, dtype);
+    }
+    void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
+                        const std::vector<Seq>& seqs, double threshold, KVDType dtype) {
+        const std::string shape = fmt("hd=%d heads=%d/%d bs=%d window=%d %s(%s)%s", hd, nh, nkv, bs, window, kind_name,
+                                      seqs_text(seqs).c_str(), dtype == KVDType::BF16 ? " bf16 pool" : "");
         run("paged_attention", shape, threshold, [&] {
             const int32_t num_blocks = blocks_needed(seqs, bs) + 3;
             const StepPlan plan = make_plan(rng_, seqs, bs, num_blocks, 1000);
             set_step(plan, bs);
             const int32_t n = plan.num_tokens();
-            const KVCacheShape cs{2, num_blocks, bs, nkv, hd};
+            const KVCacheShape cs{2, num_blocks, bs, nkv, hd, dtype};
             const size_t pool = cs.elems_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
             // NaN everywhere but the slots of the sequences' tokens, so
             // that a read outside the block tables or past the context shows.
@@ -359,10 +395,15 @@ public:
             const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
 
             DeviceArena g(gpu_);
-            // Layer 0 is NaN: only layer 1 may be read.
-            float* nan_layer = g.poisoned(pool);
-            KVCache cache_c{cs, {nullptr, k.data()}, {nullptr, v.data()}};
-            KVCache cache_g{cs, {nan_layer, g.copy(k)}, {nan_layer, g.copy(v)}};
+            // Layer 0 is NaN: only layer 1 may be read (0xffff is a bf16 NaN, and two of them a float NaN).
+            void* nan_layer = g.copy(std::vector<uint16_t>(pool * 2, 0xffff));
+            std::vector<uint16_t> k16, v16;
+            for (size_t j = 0; j < pool; ++j) k16.push_back(f32_to_bf16(k[j])), v16.push_back(f32_to_bf16(v[j]));
+            const bool b16 = dtype == KVDType::BF16;
+            KVCache cache_c{cs, {nullptr, b16 ? static_cast<void*>(k16.data()) : k.data()},
+                            {nullptr, b16 ? static_cast<void*>(v16.data()) : v.data()}};
+            KVCache cache_g{cs, {nan_layer, b16 ? static_cast<void*>(g.copy(k16)) : g.copy(k)},
+                            {nan_layer, b16 ? static_cast<void*>(g.copy(v16)) : g.copy(v)}};
             std::vector<float> ref(q.size(), kNaN);
             float* out = g.poisoned(q.size());
             cpu_.paged_attention(q.data(), attn, cache_c, 1, ref.data());
@@ -814,14 +855,14 @@ void bench_attention(Backend& gpu) {
     const int32_t nh = 32, nkv = 8, hd = 128, bs = 16;
     const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), 0};
     std::mt19937 rng(2);
-    auto time_step = [&](const std::vector<Seq>& seqs, int iters) {
+    auto time_step = [&](const std::vector<Seq>& seqs, int iters, KVDType dtype) {
         const int32_t num_blocks = blocks_needed(seqs, bs);
         const StepPlan plan = make_plan(rng, seqs, bs, num_blocks, 1000);
         gpu.set_step(plan, bs);
-        const KVCacheShape cs{1, num_blocks, bs, nkv, hd};
+        const KVCacheShape cs{1, num_blocks, bs, nkv, hd, dtype};
         const size_t pool_bytes = cs.bytes_per_layer();
-        float* k = static_cast<float*>(gpu.alloc(pool_bytes));
-        float* v = static_cast<float*>(gpu.alloc(pool_bytes));
+        void* k = gpu.alloc(pool_bytes);
+        void* v = gpu.alloc(pool_bytes);
         DeviceArena g(gpu);
         std::vector<float> qh(size_t(plan.num_tokens()) * nh * hd, 0.01f);
         const float* q = g.copy(qh);
@@ -837,22 +878,26 @@ void bench_attention(Backend& gpu) {
         gpu.free(v);
         return s;
     };
-    for (int32_t ctx : {512, 4096, 32768})
-        for (int32_t rows : {1, 8, 64}) {
-            const std::vector<Seq> seqs(size_t(rows), Seq{1, ctx});
-            const double s = time_step(seqs, 50);
-            const double bytes = 2.0 * ctx * nkv * hd * 4 * rows;
-            std::printf("bench attention decode heads=%d/%d hd=%d ctx=%-6d rows=%-3d %9.1f us  %7.1f GB/s of KV  %5.1f%% of 4.19 TB/s\n",
-                        nh, nkv, hd, ctx, rows, s * 1e6, bytes / s / 1e9, 100.0 * bytes / s / 4.19e12);
+    for (KVDType dtype : {KVDType::F32, KVDType::BF16})
+        for (int32_t ctx : {512, 4096, 32768})
+            for (int32_t rows : {1, 8, 64}) {
+                const std::vector<Seq> seqs(size_t(rows), Seq{1, ctx});
+                const double s = time_step(seqs, 50, dtype);
+                const double bytes = 2.0 * ctx * nkv * hd * double(kv_dtype_bytes(dtype)) * rows;
+                std::printf("bench attention decode %-8s heads=%d/%d hd=%d ctx=%-6d rows=%-3d %9.1f us  %7.1f GB/s of KV  "
+                            "%5.1f%% of 4.19 TB/s\n",
+                            kv_dtype_name(dtype), nh, nkv, hd, ctx, rows, s * 1e6, bytes / s / 1e9,
+                            100.0 * bytes / s / 4.19e12);
+                std::fflush(stdout);
+            }
+    for (KVDType dtype : {KVDType::F32, KVDType::BF16})
+        for (int32_t n : {512, 2048}) {
+            const double s = time_step({Seq{n, n}}, 20, dtype);
+            const double flops = 4.0 * n * n * hd * nh / 2;
+            std::printf("bench attention prefill %-8s heads=%d/%d hd=%d rows=%d ctx=%d %9.1f us  %7.2f TFLOP/s (causal)\n",
+                        kv_dtype_name(dtype), nh, nkv, hd, n, n, s * 1e6, flops / s / 1e12);
             std::fflush(stdout);
         }
-    for (int32_t n : {512, 2048}) {
-        const double s = time_step({Seq{n, n}}, 20);
-        const double flops = 4.0 * n * n * hd * nh / 2;
-        std::printf("bench attention prefill heads=%d/%d hd=%d rows=%d ctx=%d %9.1f us  %7.2f TFLOP/s (causal)\n", nh,
-                    nkv, hd, n, n, s * 1e6, flops / s / 1e12);
-        std::fflush(stdout);
-    }
 }
 
 }  // namespace
