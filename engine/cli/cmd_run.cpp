@@ -65,6 +65,7 @@ int cmd_run(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
     opts.parse_positional({"model"});
     const auto args = parse_or_usage(opts, argc, argv);
     if (args.count("help")) {
@@ -91,7 +92,12 @@ int cmd_run(int argc, char** argv) {
     if (batch_tokens <= 0) throw UsageError("--batch-tokens must be > 0");
     if (block_size <= 0 || block_size > 1024) throw UsageError("--block-size must be in 1..1024");
 
+    const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
     auto backend = backend_from(args);
+    const KVDType kv_dtype = kv_choice.value_or(backend->default_kv_dtype());
+    if (!backend->supports_kv_dtype(kv_dtype))
+        throw UsageError(fmt::format("--kv-cache-dtype {}: the {} backend does not support it yet",
+                                     kv_dtype_name(kv_dtype), backend->name()));
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
@@ -109,7 +115,7 @@ int cmd_run(int argc, char** argv) {
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;
     BlockAllocator allocator(blocks);
-    ModelRunner runner(*model, {batch_tokens, 1, blocks, block_size});
+    ModelRunner runner(*model, {batch_tokens, 1, blocks, block_size, 0, false, kv_dtype});
     const bool json = args.count("json") > 0;
 
     // Generates from prompt_ids, streaming the text (or printing one JSON line); returns the new text.

@@ -23,6 +23,18 @@ def test_greedy_matches_llama2c(case, batch_tokens):
     assert got["text"] == case["text"].rstrip("\n")
 
 
+def test_kv_cache_dtypes_against_llama2c():
+    # float32 is exact; bfloat16 rounds keys and values once, which changes a few
+    # continuations of the reference, the same ones `minfer generate` changes.
+    def ids(case, dtype):
+        n = case["steps"] - len(case["prompt_ids"]) + 1
+        out = run_minfer("run", MODEL, "-p", case["prompt"], "-n", n, "--temp", 0, "--json", "--kv-cache-dtype", dtype)
+        return json.loads(out.stdout.strip().splitlines()[-1])["generated_ids"]
+    assert all(ids(c, "float32") == c["generated_ids"] for c in CASES)
+    same = sum(ids(c, "bfloat16") == c["generated_ids"] for c in CASES)
+    assert len(CASES) - 3 <= same < len(CASES)  # bf16 is really used, and stays close
+
+
 def test_default_model_and_streaming_text():
     out = run_minfer("run", "-p", "Once upon a time", "-n", 20, "--temp", 0)
     assert out.stdout.startswith("Once upon a time, there was a little girl named Lily.")
