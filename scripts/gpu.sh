@@ -160,7 +160,8 @@ OPS_ARGS=()
 
 # The CLI end to end on the GPU: greedy tokens of one reference case.
 check_cli() {
-  "$MINFER" run models/stories260K.gguf --device cuda -p "Once upon a time" -n 60 --temp 0 --json |
+  "$MINFER" run models/stories260K.gguf --device cuda --kv-cache-dtype float32 -p "Once upon a time" -n 60 --temp 0 \
+    --json |
     python3 -c '
 import json, sys
 ref = [c for c in json.load(open(sys.argv[1])) if c["prompt"] == "Once upon a time" and c["steps"] == 64][0]
@@ -220,7 +221,9 @@ if ((DO_TEST)); then
   run_phase ops "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
   run_phase model "$BIN/minfer_gpu_model" --model models/stories260K.gguf --reference "$REFERENCE"
   run_phase cli check_cli
-  run_phase engine python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda
+  run_phase engine python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda --kv-cache-dtype float32
+  run_phase engine-bf16 python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda \
+    --kv-cache-dtype bfloat16 --against-device cpu
   run_phase graphs python3 scripts/check_graphs.py "$MINFER"
   run_phase graphs-gemma3 python3 scripts/check_graphs.py "$MINFER" --synthetic gemma3-270m:bf16
 fi
