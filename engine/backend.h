@@ -146,6 +146,17 @@ public:
                                  int32_t layer, float* out) = 0;
     // out[rows, w.rows] = x[rows, w.cols] * W^T (+ bias).
     virtual void matmul(const float* x, const PackedWeight& w, const float* bias, int32_t rows, float* out) = 0;
+    // Several matmuls of one input (the q/k/v projections, gate and up), each
+    // target's out = x * W^T (+ bias). The same results as one matmul per
+    // target; a backend may share the work on x (one launch, one conversion).
+    struct MatmulTarget {
+        const PackedWeight* w = nullptr;
+        const float* bias = nullptr;
+        float* out = nullptr;
+    };
+    virtual void matmul_shared_input(const float* x, std::span<const MatmulTarget> targets, int32_t rows) {
+        for (const MatmulTarget& t : targets) matmul(x, *t.w, t.bias, rows, t.out);
+    }
     // out = silu(gate) * up, elementwise over rows*dim.
     virtual void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) = 0;
     // out = gelu(gate) * up, with GELU's tanh approximation (Gemma's gelu_pytorch_tanh).

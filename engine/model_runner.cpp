@@ -150,9 +150,8 @@ void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
         const bool sliding = c.is_sliding(l);
         const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, c.attn_scale, sliding ? c.sliding_window : 0};
         backend_.add_rms_norm(residual_, delta, L.attn_norm, c.norm_eps, n, c.dim, normed_);
-        backend_.matmul(normed_, *L.wq, L.bq, n, q_);
-        backend_.matmul(normed_, *L.wk, L.bk, n, k_);
-        backend_.matmul(normed_, *L.wv, L.bv, n, v_);
+        const Backend::MatmulTarget qkv[] = {{L.wq.get(), L.bq, q_}, {L.wk.get(), L.bk, k_}, {L.wv.get(), L.bv, v_}};
+        backend_.matmul_shared_input(normed_, qkv, n);
         if (L.q_norm) {  // each head normalised on its own: rows of head_dim
             backend_.add_rms_norm(q_, nullptr, L.q_norm, c.norm_eps, n * c.n_heads, c.head_dim, q_);
             backend_.add_rms_norm(k_, nullptr, L.k_norm, c.norm_eps, n * c.n_kv_heads, c.head_dim, k_);
@@ -163,8 +162,8 @@ void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
         if (L.post_attn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_attn_norm, c.norm_eps, n, c.dim, proj_);
 
         backend_.add_rms_norm(residual_, proj_, L.ffn_norm, c.norm_eps, n, c.dim, normed_);
-        backend_.matmul(normed_, *L.w_gate, nullptr, n, gate_);
-        backend_.matmul(normed_, *L.w_up, nullptr, n, up_);
+        const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, gate_}, {L.w_up.get(), nullptr, up_}};
+        backend_.matmul_shared_input(normed_, gate_up, n);
         if (c.ffn_act == FfnActivation::GELU)
             backend_.geglu(gate_, up_, n, c.ffn_dim, hidden_);
         else

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The GPU performance table of issues D2 and D3, from the log of `scripts/gpu.sh --bench`.
 
-    python3 scripts/bench_table.py BENCH_LOG [--device TEXT] [--source TEXT] > TABLE.md
+    python3 scripts/bench_table.py BENCH_LOG [--serve DIR] [--device TEXT] [--source TEXT] > TABLE.md
 
 BENCH_LOG holds `minfer bench latency` outputs, each after the line gpu.sh prints
 before it ("--- PRESET:DTYPE --batch B --input-len 512 --output-len 128 [ARGS]").
 Every row of the issues' target tables becomes a row here: the measured median,
 the roofline `bench latency` printed beside it, the fraction, the target, and
-whether it is met. A workload the log lacks is listed as not run. The book quotes
-the committed copy of this table (kernels/cuda/BENCH.md) in chapter 5.4.
+whether it is met. A workload the log lacks is listed as not run. With --serve,
+the serving rows come from the result JSONs scripts/serve_bench.sh wrote into DIR.
+The book quotes the committed copy of this table (kernels/cuda/BENCH.md) in chapter 5.4.
 """
+import json
+import os
 import argparse
 import re
 import sys
@@ -59,7 +62,41 @@ def fmt(x):
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
 
-def table(runs, device, source):
+# (name, workload): scripts/serve_bench.sh's runs.
+SERVE_ROWS = [
+    ("inf", "serving: 1000 prompts of 512 + 128 tokens, all at once, 128 in flight"),
+    ("rate2", "serving at 2 requests/s"),
+    ("rate8", "serving at 8 requests/s"),
+    ("rate32", "serving at 32 requests/s"),
+]
+SERVE_TARGET = 25000  # total tok/s at rate inf
+
+
+def serve_rows(folder):
+    rows, met = [], 0
+    for name, workload in SERVE_ROWS:
+        path = os.path.join(folder, f"serve-{name}.json")
+        if not os.path.exists(path):
+            rows.append(f"| D3 | {workload} | not run | | | | |")
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        latency = f"TTFT p99 {r['p99_ttft_ms']:,.0f} ms, TPOT p99 {r['p99_tpot_ms']:,.1f} ms"
+        if name == "inf":
+            ok = r["total_token_throughput"] >= SERVE_TARGET
+            met += ok
+            rows.append(f"| D3 | {workload} | {fmt(r['total_token_throughput'])} total tok/s ({latency}; "
+                        f"{r['completed']} of {r['num_prompts']} completed) | | | ≥ {fmt(SERVE_TARGET)} total tok/s | "
+                        f"{'yes' if ok else 'no'} |")
+        else:
+            goodput = r.get("request_goodput")
+            rows.append(f"| D3 | {workload} | goodput {goodput:.2f} of {r['request_throughput']:.2f} req/s "
+                        f"({latency}; {r['num_prompts']} prompts) | | | goodput at TTFT ≤ 500 ms, TPOT ≤ 30 ms, "
+                        f"reported | |")
+    return rows, met
+
+
+def table(runs, device, source, serve=None):
     out = [f"Measured on {device} by `scripts/gpu.sh --bench` ({source}): `minfer bench latency --device cuda "
            "--synthetic PRESET --input-len 512 --output-len 128`, random weights in the real shapes, CUDA graphs on, "
            "medians of 3 runs after a warm-up. Rooflines as `bench latency` prints them: the bytes a decode step "
@@ -81,7 +118,12 @@ def table(runs, device, source):
         met += ok
         out.append(f"| {issue} | {name} | {fmt(tok_s)} | {f'{fmt(roof)} (at {run[2]})' if roof else '?'} | "
                    f"{f'{frac:.1%}' if frac is not None else '?'} | {goal} | {'yes' if ok else 'no'} |")
-    out += ["", f"{met} of {total} rows at target."]
+    if serve:
+        rows, serve_met = serve_rows(serve)
+        out += rows
+        met += serve_met
+        total += 1  # the throughput row; the rated rows report goodput
+    out += ["", f"{met} of {total} rows with a target at target."]
     return "\n".join(out) + "\n"
 
 
@@ -90,12 +132,15 @@ def main():
     ap.add_argument("log")
     ap.add_argument("--device", default="the GPU machine")
     ap.add_argument("--source", default="this run")
+    ap.add_argument("--serve", help="the folder of scripts/serve_bench.sh's result JSONs")
     args = ap.parse_args()
-    with open(args.log) as f:
-        runs = parse(f.read())
-    if not runs:
+    runs = {}
+    if os.path.exists(args.log):
+        with open(args.log) as f:
+            runs = parse(f.read())
+    if not runs and not args.serve:
         sys.exit(f"bench_table: no '--- PRESET:DTYPE --batch B' sections in {args.log}")
-    sys.stdout.write(table(runs, args.device, args.source))
+    sys.stdout.write(table(runs, args.device, args.source, args.serve))
 
 
 if __name__ == "__main__":

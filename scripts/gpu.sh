@@ -26,6 +26,9 @@
 #                 minfer_gpu_ops --bench (BENCH_OPS= skips it), all into $LOGS/bench.log;
 #                 scripts/bench_table.py makes the issues' table of it, $LOGS/bench-table.log
 #                 (copy it to kernels/cuda/BENCH.md, which the book quotes)
+#   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
+#                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
+#                 results and plots into $LOGS/serve-bench
 #   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 17: one
 #                 prefill and 16 decode steps) for PROFILE_RUNS="PRESET:DTYPE:BATCH ..."
 #                 (default llama3-1b:bf16:1 llama3-8b:bf16:64), summed per kernel by
@@ -45,7 +48,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
 while (($#)); do
@@ -57,6 +60,7 @@ while (($#)); do
     --serve) DO_SERVE=1 ;;
     --bench) DO_BENCH=1 ;;
     --profile) DO_PROFILE=1 ;;
+    --serve-bench) DO_SERVE_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -69,7 +73,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -284,8 +288,20 @@ if ((DO_BENCH)); then
     return 0
   }
   run_phase bench bench_table
-  # The issues' table (D2, D3), for kernels/cuda/BENCH.md and the book's chapter 5.4.
-  run_phase bench-table python3 scripts/bench_table.py "$LOGS/bench.log" \
+fi
+if ((DO_SERVE_BENCH)); then
+  serve_model=${SERVE_MODEL:-llama3-8b:bf16}
+  rm -rf "$LOGS/serve-bench"
+  run_phase serve-bench bash scripts/serve_bench.sh "$MINFER" "$(synth_model "${serve_model%%:*}" "${serve_model##*:}")" \
+    "$LOGS/serve-bench" --max-num-batched-tokens 8192
+  RAN+=(serve-bench)  # the result JSONs and plots travel with the logs
+fi
+if ((DO_BENCH || DO_SERVE_BENCH)); then
+  # The issues' table (D2, D3) from this machine's latest runs, for kernels/cuda/BENCH.md
+  # and the book's chapter 5.4.
+  table_args=()
+  [ -d "$LOGS/serve-bench" ] && table_args=(--serve "$LOGS/serve-bench")
+  run_phase bench-table python3 scripts/bench_table.py "$LOGS/bench.log" "${table_args[@]}" \
     --device "one $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" \
     --source "$(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown'), $(date -u +%Y-%m-%d)"
 fi

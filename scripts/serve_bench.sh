@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The serving rows of issue D3: `minfer bench serve` against `minfer serve`, random
+# prompts of 512 tokens asking for 128 (--ignore-eos):
+#   - all at once (rate inf) with at most 128 in flight, 1000 prompts: throughput,
+#     TTFT and TPOT percentiles;
+#   - at 2, 8 and 32 requests/s (a minute of arrivals each, 1000 at most): goodput at
+#     MLPerf's interactive limits for 8B models (TTFT <= 500 ms, TPOT <= 30 ms).
+# Each run's vLLM-style result JSON and --plot SVG go to OUTDIR; the server's log too.
+#
+#   scripts/serve_bench.sh MINFER MODEL OUTDIR [extra minfer serve flags...]
+#
+# SERVE_BENCH_SCALE=0.01 scales every prompt count down, and SERVE_BENCH_INPUT /
+# SERVE_BENCH_OUTPUT change the lengths (a quick check on the CPU's small model).
+set -euo pipefail
+[ $# -ge 3 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+MINFER=$1 MODEL=$2 OUT=$3
+shift 3
+SCALE=${SERVE_BENCH_SCALE:-1}
+PORT=${SERVE_BENCH_PORT:-8123}
+mkdir -p "$OUT"
+
+count() { python3 -c "import sys; print(max(4, round(float(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$SCALE"; }
+
+"$MINFER" serve "$MODEL" --port "$PORT" --max-num-seqs 256 "$@" >"$OUT/serve-server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
+python3 - "$PORT" "$SERVER" <<'EOF'
+import os, sys, time, urllib.request
+port, pid = sys.argv[1], int(sys.argv[2])
+for _ in range(1200):  # loading a 16 GB model takes a while
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("serve_bench: the server exited before it was ready")
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.5)
+sys.exit("serve_bench: the server did not become ready in 10 minutes")
+EOF
+
+bench() {  # NAME then bench serve flags
+  local name=$1
+  shift
+  echo "--- serve $name"
+  "$MINFER" bench serve --base-url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" \
+    --random-input-len "${SERVE_BENCH_INPUT:-512}" --random-output-len "${SERVE_BENCH_OUTPUT:-128}" --ignore-eos \
+    --goodput ttft:500,tpot:30 --disable-progress --result-json "$OUT/serve-$name.json" \
+    --plot "$OUT/serve-$name.svg" "$@"
+}
+bench inf --num-prompts "$(count 1000)" --request-rate inf --max-concurrency 128
+bench rate2 --num-prompts "$(count 120)" --request-rate 2
+bench rate8 --num-prompts "$(count 480)" --request-rate 8
+bench rate32 --num-prompts "$(count 1000)" --request-rate 32
