@@ -340,6 +340,35 @@ public:
         after_op();
     }
 
+    // Dense F16/BF16 weights of one type and row length (q/k/v, gate/up): one GEMV
+    // launch at one row, one activation conversion for the cuBLASLt GEMMs above
+    // it. Anything else (fp8, quantized, F32, mixed) goes one matmul at a time.
+    void matmul_shared_input(const float* x, std::span<const MatmulTarget> targets, int32_t rows) override {
+        if (targets.empty()) return;
+        const auto& first = static_cast<const CudaWeight&>(*targets.front().w);
+        bool shared = targets.size() <= size_t(cuda::kGemvMaxSegments) && first.dtype != DType::F32;
+        for (const MatmulTarget& t : targets) {
+            const auto& w = static_cast<const CudaWeight&>(*t.w);
+            shared = shared && !w.quant && !w.fp8_scale && w.dtype == first.dtype && w.cols == first.cols &&
+                     w.ld == first.ld;
+        }
+        if (!shared) return Backend::matmul_shared_input(x, targets, rows);
+        cuda::GemvTarget gemv[cuda::kGemvMaxSegments];
+        for (size_t i = 0; i < targets.size(); ++i)
+            gemv[i] = {static_cast<const CudaWeight&>(*targets[i].w).data, int32_t(targets[i].w->rows),
+                       targets[i].out};
+        const uint64_t gemm_moves = gemm_->buffer_moves();
+        if (rows <= kDenseGemvMaxRows)
+            cuda::launch_dense_gemv_group(x, rows, int32_t(first.cols), gemv, int32_t(targets.size()), first.dtype,
+                                          first.ld, stream_);
+        else
+            gemm_->run_many(x, rows, first.cols, gemv, int32_t(targets.size()), first.dtype, first.ld);
+        if (gemm_->buffer_moves() != gemm_moves) workspace_moved();
+        for (const MatmulTarget& t : targets)
+            if (t.bias) cuda::launch_add_bias(t.out, t.bias, rows, t.w->rows, stream_);
+        after_op();
+    }
+
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
         cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, stream_);
         after_op();

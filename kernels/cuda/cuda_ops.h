@@ -181,6 +181,17 @@ void launch_fp8_quantize_act(const float* x, int64_t rows, int64_t k, uint8_t* x
 
 // ---- gemv.cu: decode matmuls of dense weights, fp32 activations and accumulation ----
 constexpr int kGemvMaxRows = 8;
+constexpr int kGemvMaxSegments = 3;
+// One matrix of a launch: n rows of weights (16-byte padded), out[rows, n].
+struct GemvTarget {
+    const void* w = nullptr;
+    int32_t n = 0;
+    float* out = nullptr;
+};
+// Several F16/BF16 matrices of the same type and row length over one input, in one
+// launch: targets[i].out = x * W_i^T, rows in 1..kGemvMaxRows, count <= kGemvMaxSegments.
+void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, int32_t count,
+                             DType type, int64_t ldw, cudaStream_t stream);
 // out[rows, n] = x[rows, k] * W^T, rows in 1..kGemvMaxRows; W: n rows of ldw
 // F16/BF16 elements (ldw a multiple of 8 and >= k, the padding zeros).
 void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, DType type, int64_t ldw, int32_t n,
@@ -202,6 +213,10 @@ public:
     CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
     void run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw, float* out);
+    // run() for several weights of one type and row length over the same x: the
+    // activations are converted once, then one GEMM per target.
+    void run_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets, int32_t count, DType type,
+                  int64_t ldw);
     // The FP8 twin: x quantized to E4M3 with a per-tensor scale computed on the
     // device, then an E4M3 x E4M3 GEMM (fp32 accumulation and output) scaled by
     // *w_scale * x's scale through cuBLASLt's A/B scale pointers. w8: n rows of k

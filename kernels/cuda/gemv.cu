@@ -9,7 +9,9 @@
 //  - weights widen in registers, accumulation is fp32, one warp reduction per
 //    output at the end.
 // The activations stay fp32: no conversion kernel runs before the GEMV (the
-// cuBLASLt path converts them to bf16 first).
+// cuBLASLt path converts them to bf16 first). One launch can serve up to
+// kGemvMaxSegments matrices that share the input (q/k/v, gate/up): each block
+// belongs to one of them, so a layer's projections cost one launch, not three.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -101,15 +103,29 @@ __device__ __forceinline__ void load_x(const float* row, int32_t c, int32_t k, b
     }
 }
 
-// w: n rows of `words` 16-byte words (k weights, then zero padding). vec: x and
-// its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
+// The matrices of one launch: segment s has n[s] rows of `words` 16-byte words
+// (k weights, then zero padding) and owns the blocks from first_block[s] on.
+struct Segments {
+    const uint4* w[kGemvMaxSegments];
+    float* out[kGemvMaxSegments];
+    int32_t n[kGemvMaxSegments];
+    int32_t first_block[kGemvMaxSegments];
+    int32_t count;
+};
+
+// vec: x and its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
 template <class Format, int Rows>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const uint4* __restrict__ w, int32_t words,
-                const float* __restrict__ scale, int32_t n, float* __restrict__ out) {
+    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words,
+                const float* __restrict__ scale) {
     constexpr int E = Format::kPerWord, kFeatures = Tiling<Rows>::kFeatures, kUnroll = Tiling<Rows>::kUnroll;
+    int seg = 0;
+    while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
+    const uint4* __restrict__ w = segs.w[seg];
+    float* __restrict__ out = segs.out[seg];
+    const int32_t n = segs.n[seg];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int f0 = (blockIdx.x * kWarps + warp) * kFeatures;
+    const int f0 = ((int32_t(blockIdx.x) - segs.first_block[seg]) * kWarps + warp) * kFeatures;
     if (f0 >= n) return;  // the whole warp
     const uint4* rows[kFeatures];
 #pragma unroll
@@ -161,51 +177,71 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <class Format, int Rows>
-void gemv(const float* x, int32_t k, const void* w, int32_t words, const float* scale, int32_t n, float* out,
+void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* scale,
           cudaStream_t stream) {
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
-    const unsigned per_block = kWarps * Tiling<Rows>::kFeatures;
-    gemv_kernel<Format, Rows><<<(unsigned(n) + per_block - 1) / per_block, kWarps * 32, 0, stream>>>(
-        x, k, vec, static_cast<const uint4*>(w), words, scale, n, out);
+    const int32_t per_block = kWarps * Tiling<Rows>::kFeatures;
+    Segments segs{};
+    int32_t blocks = 0;
+    for (int32_t i = 0; i < count; ++i) {
+        segs.w[i] = static_cast<const uint4*>(targets[i].w);
+        segs.out[i] = targets[i].out;
+        segs.n[i] = targets[i].n;
+        segs.first_block[i] = blocks;
+        blocks += (targets[i].n + per_block - 1) / per_block;
+    }
+    segs.count = count;
+    gemv_kernel<Format, Rows><<<unsigned(blocks), kWarps * 32, 0, stream>>>(x, k, vec, segs, words, scale);
     CUDA_CHECK_LAUNCH();
 }
 
 // One instantiation per row count, so that the accumulators stay in registers.
 template <class Format>
-void gemv_rows(const float* x, int32_t rows, int32_t k, const void* w, int32_t words, const float* scale, int32_t n,
-               float* out, cudaStream_t stream) {
+void gemv_rows(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, int32_t count, int32_t words,
+               const float* scale, cudaStream_t stream) {
     switch (rows) {
-        case 1: gemv<Format, 1>(x, k, w, words, scale, n, out, stream); break;
-        case 2: gemv<Format, 2>(x, k, w, words, scale, n, out, stream); break;
-        case 3: gemv<Format, 3>(x, k, w, words, scale, n, out, stream); break;
-        case 4: gemv<Format, 4>(x, k, w, words, scale, n, out, stream); break;
-        case 5: gemv<Format, 5>(x, k, w, words, scale, n, out, stream); break;
-        case 6: gemv<Format, 6>(x, k, w, words, scale, n, out, stream); break;
-        case 7: gemv<Format, 7>(x, k, w, words, scale, n, out, stream); break;
-        case 8: gemv<Format, 8>(x, k, w, words, scale, n, out, stream); break;
+        case 1: gemv<Format, 1>(x, k, targets, count, words, scale, stream); break;
+        case 2: gemv<Format, 2>(x, k, targets, count, words, scale, stream); break;
+        case 3: gemv<Format, 3>(x, k, targets, count, words, scale, stream); break;
+        case 4: gemv<Format, 4>(x, k, targets, count, words, scale, stream); break;
+        case 5: gemv<Format, 5>(x, k, targets, count, words, scale, stream); break;
+        case 6: gemv<Format, 6>(x, k, targets, count, words, scale, stream); break;
+        case 7: gemv<Format, 7>(x, k, targets, count, words, scale, stream); break;
+        case 8: gemv<Format, 8>(x, k, targets, count, words, scale, stream); break;
         default: throw std::invalid_argument("gemv: rows must be in 1..kGemvMaxRows");
     }
 }
 
 }  // namespace
 
+void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, int32_t count,
+                             DType type, int64_t ldw, cudaStream_t stream) {
+    if (rows == 0 || count == 0) return;
+    if (count > kGemvMaxSegments) throw std::invalid_argument("gemv: at most kGemvMaxSegments matrices a launch");
+    if (ldw % 8 || ldw < k) throw std::invalid_argument("gemv: weight rows must be padded to 16 bytes");
+    for (int32_t i = 0; i < count; ++i)
+        if (targets[i].n <= 0) throw std::invalid_argument("gemv: every matrix needs rows");
+    const int32_t words = int32_t(ldw / 8);
+    switch (type) {
+        case DType::BF16: gemv_rows<Bf16Format>(x, rows, k, targets, count, words, nullptr, stream); break;
+        case DType::F16: gemv_rows<F16Format>(x, rows, k, targets, count, words, nullptr, stream); break;
+        default: throw std::invalid_argument("gemv: dense weights must be F16 or BF16");
+    }
+}
+
 void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, DType type, int64_t ldw, int32_t n,
                        float* out, cudaStream_t stream) {
     if (rows == 0 || n == 0) return;
-    if (ldw % 8 || ldw < k) throw std::invalid_argument("gemv: weight rows must be padded to 16 bytes");
-    const int32_t words = int32_t(ldw / 8);
-    switch (type) {
-        case DType::BF16: gemv_rows<Bf16Format>(x, rows, k, w, words, nullptr, n, out, stream); break;
-        case DType::F16: gemv_rows<F16Format>(x, rows, k, w, words, nullptr, n, out, stream); break;
-        default: throw std::invalid_argument("gemv: dense weights must be F16 or BF16");
-    }
+    const GemvTarget target{w, n, out};
+    launch_dense_gemv_group(x, rows, k, &target, 1, type, ldw, stream);
 }
 
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream) {
     if (rows == 0 || n == 0) return;
     if (k % 16) throw std::invalid_argument("fp8 gemv: k must be a multiple of 16");
-    gemv_rows<E4m3Format>(x, rows, k, w8, k / 16, scale, n, out, stream);
+    const GemvTarget target{w8, n, out};
+    gemv_rows<E4m3Format>(x, rows, k, &target, 1, k / 16, scale, stream);
 }
 
 }  // namespace minfer::cuda

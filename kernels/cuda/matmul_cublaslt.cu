@@ -192,12 +192,18 @@ uint64_t CublasLtGemm::buffer_moves() const { return impl_->moves; }
 
 void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw,
                        float* out) {
-    if (rows == 0 || n == 0) return;
+    const GemvTarget target{w, int32_t(n), out};
+    run_many(x, rows, k, &target, 1, type, ldw);
+}
+
+void CublasLtGemm::run_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets, int32_t count,
+                            DType type, int64_t ldw) {
+    if (rows == 0 || count == 0) return;
     Impl& s = *impl_;
     const void* b = x;
     int64_t ldb = k, inner = k;
     cudaDataType_t ab_type = CUDA_R_32F;
-    if (type != DType::F32) {
+    if (type != DType::F32) {  // one conversion for every target
         ab_type = type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
         const size_t bytes = size_t(rows) * ldw * 2;
         if (bytes > s.xh_bytes) {  // grows to the largest step seen, then stays
@@ -218,12 +224,16 @@ void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, D
         ldb = inner = ldw;  // the padding columns are zeros in both operands
     }
     const size_t elem = type == DType::F32 ? 4 : 2;
-    const PlanKey key{int(type), n, rows, inner, ldw, ldb, alignment(w, ldw * elem), alignment(b, ldb * elem),
-                      alignment(out, n * 4)};
-    const Plan& p = s.plan_for(key, ab_type);
-    const float alpha = 1.0f, beta = 0.0f;  // beta = 0: out is written, never read
-    CUBLAS_CHECK(cublasLtMatmul(s.handle, p.desc, &alpha, w, p.a, b, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                                s.workspace, kWorkspaceBytes, s.stream));
+    for (int32_t i = 0; i < count; ++i) {
+        const int64_t n = targets[i].n;
+        if (n == 0) continue;
+        const PlanKey key{int(type), n, rows, inner, ldw, ldb, alignment(targets[i].w, ldw * elem),
+                          alignment(b, ldb * elem), alignment(targets[i].out, n * 4)};
+        const Plan& p = s.plan_for(key, ab_type);
+        const float alpha = 1.0f, beta = 0.0f;  // beta = 0: out is written, never read
+        CUBLAS_CHECK(cublasLtMatmul(s.handle, p.desc, &alpha, targets[i].w, p.a, b, p.b, &beta, targets[i].out, p.d,
+                                    targets[i].out, p.d, &p.algo, s.workspace, kWorkspaceBytes, s.stream));
+    }
 }
 
 namespace {

@@ -467,6 +467,63 @@ public:
         });
     }
 
+    // Matmuls sharing their input (q/k/v, gate/up): one GEMV launch at one row,
+    // one conversion for the GEMMs above; mixed types go one at a time.
+    void matmul_shared() {
+        struct Case {
+            int32_t rows, k;
+            std::vector<int32_t> ns;
+            std::vector<GGMLType> types;
+            std::vector<bool> bias;
+        };
+        const Case cases[] = {
+            {1, 256, {256, 64, 64}, {GGMLType::BF16, GGMLType::BF16, GGMLType::BF16}, {true, true, true}},
+            {1, 1000, {33, 7, 1}, {GGMLType::F16, GGMLType::F16, GGMLType::F16}, {false, true, false}},
+            {1, 4096, {1000, 900}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
+            {64, 256, {256, 64, 64}, {GGMLType::BF16, GGMLType::BF16, GGMLType::BF16}, {true, false, true}},
+            {17, 100, {37, 37}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
+            {1, 256, {64, 64, 64}, {GGMLType::BF16, GGMLType::Q8_0, GGMLType::F32}, {false, false, false}},
+        };
+        for (const Case& c : cases) {
+            std::string types;
+            for (GGMLType t : c.types) types += std::string(types.empty() ? "" : "/") + ggml_type_name(t);
+            auto has = [&](GGMLType t) { return std::find(c.types.begin(), c.types.end(), t) != c.types.end(); };
+            const double threshold = has(GGMLType::Q8_0) ? kQ8Gemm : has(GGMLType::BF16) ? kBF16Gemm : kF16Gemm;
+            run("matmul", fmt("shared input %s rows=%d k=%d, %zu matrices", types.c_str(), c.rows, c.k, c.ns.size()),
+                threshold, [&] {
+                    std::vector<std::unique_ptr<PackedWeight>> wc, wg;
+                    std::vector<std::vector<uint8_t>> bytes;  // the CPU's weights point into these
+                    std::vector<std::vector<float>> biases;
+                    DeviceArena g(gpu_);
+                    const std::vector<float> x = randn(size_t(c.rows) * c.k);
+                    std::vector<Backend::MatmulTarget> tc, tg;
+                    std::vector<std::vector<float>> refs;
+                    std::vector<float*> outs;
+                    for (size_t i = 0; i < c.ns.size(); ++i) {
+                        bytes.push_back(encode(randn(size_t(c.ns[i]) * c.k, 1.0f / std::sqrt(float(c.k))), c.types[i]));
+                        const WeightView view{"w", c.types[i], c.ns[i], c.k, bytes.back().data()};
+                        wc.push_back(cpu_.pack_weight(view));
+                        wg.push_back(gpu_.pack_weight(view));
+                        biases.push_back(randn(c.ns[i]));
+                        refs.emplace_back(size_t(c.rows) * c.ns[i], kNaN);
+                        outs.push_back(g.poisoned(size_t(c.rows) * c.ns[i]));
+                    }
+                    for (size_t i = 0; i < c.ns.size(); ++i) {
+                        tc.push_back({wc[i].get(), c.bias[i] ? biases[i].data() : nullptr, refs[i].data()});
+                        tg.push_back({wg[i].get(), c.bias[i] ? g.copy(biases[i]) : nullptr, outs[i]});
+                    }
+                    cpu_.matmul_shared_input(x.data(), tc, c.rows);
+                    gpu_.matmul_shared_input(g.copy(x), tg, c.rows);
+                    double err = 0.0;
+                    for (size_t i = 0; i < c.ns.size(); ++i) {
+                        const double e = rel_error(g.fetch(outs[i], refs[i].size()), refs[i]);
+                        if (!(e <= err)) err = e;  // NaN wins
+                    }
+                    return err;
+                });
+        }
+    }
+
     void swiglu() {
         const std::pair<int32_t, int32_t> shapes[] = {{1, 1}, {7, 33}, {3, 172}, {64, 11008}};
         for (auto [rows, dim] : shapes)
@@ -937,6 +994,7 @@ int main(int argc, char** argv) {
         t.rope_kv_write();
         t.paged_attention();
         t.matmul();
+        t.matmul_shared();
         t.swiglu();
         t.geglu();
         t.scale();
