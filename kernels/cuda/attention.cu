@@ -17,6 +17,8 @@
 //    pairs are packed 64 to a chunk, a warp owning 16 of them; K/V tiles of 32
 //    keys are double-buffered in shared memory; S = Q K^T and O += P V stay in
 //    registers (FlashAttention-2 style) with causal/window masks per row.
+// 4. prefill_bf16_kernel: prefill_kernel's blocking over a bf16 pool, with
+//    bf16 m16n8k16 tensor-core products (Q and P rounded to bf16).
 // 3. reference_kernel: the first version (a block per (row, head), scalar
 //    loads), kept for head dims that are not a multiple of 4 (8 for a bf16
 //    pool) and unaligned pointers.
@@ -27,6 +29,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -666,6 +669,242 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
     }
 }
 
+
+// ---- 4. prefill over a bf16 pool (tensor cores, bf16 m16n8k16) ---------------------------
+//
+// The same blocking as prefill_kernel, with the operands the pool already holds:
+// K and V are bf16, Q is rounded to bf16 as it is staged, and P is rounded to
+// bf16 before P V (as FlashAttention-2 does); the products accumulate in fp32.
+// One m16n8k16 does the work of six m16n8k8 tf32 of the 3xTF32 kernel. The
+// accumulator of S (row g8, keys 2t4 and 2t4 + 1 of each 8) is already the A
+// fragment of P V (rows g8 / g8 + 8, keys 2t4, 2t4 + 1 and + 8, + 9 of each 16),
+// so P never leaves the registers.
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two floats as a bf16 pair, the first in the low half (the lower column of a fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_bf16(bf16 lo, bf16 hi) {
+    return uint32_t(__bfloat16_as_ushort(lo)) | uint32_t(__bfloat16_as_ushort(hi)) << 16;
+}
+
+// Rows of Q, K and V in shared memory are hd16 + 8 bf16 (hd16 = head_dim rounded up
+// to 16; the padding keeps rows 16-byte aligned for cp.async).
+size_t prefill_bf16_smem_bytes(HeadShape heads) {
+    const size_t ld = size_t((heads.head_dim + 15) / 16 * 16 + 8);
+    return sizeof(bf16) * ld * (kPreVecs + 2 * 2 * kPreKeys);
+}
+
+// HDP: head_dim rounded up to 16 is at most HDP (64, 128 or 256).
+template <int HDP>
+__global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st, const float* __restrict__ q,
+                                                                   const bf16* __restrict__ k_pool,
+                                                                   const bf16* __restrict__ v_pool, PrefillArgs a) {
+    constexpr int kOFrag = HDP / 8;
+    extern __shared__ float4 pre16_smem4[];
+    __shared__ int32_t range_s[2];
+    const int32_t tile = blockIdx.x, kvh = blockIdx.y, chunk = blockIdx.z;
+    const int32_t hd = a.heads.head_dim, hd16 = (hd + 15) / 16 * 16, ld = hd16 + 8, n_heads = a.heads.n_heads;
+    const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size;
+    const int32_t seq = st.attn_tiles[3 * tile], row0 = st.attn_tiles[3 * tile + 1], count = st.attn_tiles[3 * tile + 2];
+    const int32_t vec0 = chunk * kPreVecs;
+    if (vec0 >= count * group) return;
+    const int32_t nvec = min(kPreVecs, count * group - vec0);
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    bf16* q_s = reinterpret_cast<bf16*>(pre16_smem4);  // [kPreVecs][ld]
+    bf16* k_s = q_s + kPreVecs * ld;                    // [2][kPreKeys][ld]
+    bf16* v_s = k_s + 2 * kPreKeys * ld;                // [2][kPreKeys][ld]
+
+    // This thread's two fragment rows (vectors warp*16 + g8 and + 8): position and window start.
+    int32_t my_pos[2], my_first[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v < nvec) {
+            my_pos[i] = st.positions[row0 + (vec0 + v) / group];
+            my_first[i] = window_first(my_pos[i], a.window);
+        } else {
+            my_pos[i] = -1;  // no key is <= -1: the row is fully masked
+            my_first[i] = INT32_MAX;
+        }
+    }
+    int32_t w_lo = min(my_first[0], my_first[1]), w_hi = max(my_pos[0], my_pos[1]);
+    for (int offset = 16; offset > 0; offset /= 2) {
+        w_lo = min(w_lo, __shfl_xor_sync(0xffffffffu, w_lo, offset));
+        w_hi = max(w_hi, __shfl_xor_sync(0xffffffffu, w_hi, offset));
+    }
+    if (threadIdx.x == 0) {
+        range_s[0] = INT32_MAX;
+        range_s[1] = -1;
+    }
+    __syncthreads();
+    if (lane == 0) {
+        atomicMin(&range_s[0], w_lo);
+        atomicMax(&range_s[1], w_hi);
+    }
+    __syncthreads();
+    const int32_t lo = range_s[0], hi = range_s[1];
+
+    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
+    const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
+    const int32_t copies16 = hd16 / 8, copies = hd / 8;  // 16-byte copies per row; past head_dim zero-filled
+    auto load_tile = [&](int stage, int32_t t0) {
+        bf16* ks = k_s + stage * kPreKeys * ld;
+        bf16* vs = v_s + stage * kPreKeys * ld;
+        for (int32_t i = threadIdx.x; i < kPreKeys * copies16; i += kPreThreads) {
+            const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
+            const bool ok = t <= hi && c < copies;
+            int64_t off = 0;
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 8;
+            cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
+            cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
+        }
+    };
+
+    const int32_t ntiles = (hi - lo + kPreKeys) / kPreKeys;
+    load_tile(0, lo);
+    cp_async_commit();
+    // Q, rounded to bf16: vector v = (row (vec0+v)/group, head (vec0+v)%group); zeros past nvec and head_dim.
+    const int32_t pairs16 = hd16 / 2;
+    for (int32_t i = threadIdx.x; i < kPreVecs * pairs16; i += kPreThreads) {
+        const int32_t v = i / pairs16, c = 2 * (i - v * pairs16);
+        float x0 = 0.0f, x1 = 0.0f;
+        if (v < nvec && c < hd) {  // head_dim is a multiple of 8: both or neither
+            const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
+            const float2 x = *reinterpret_cast<const float2*>(q + (int64_t(r) * n_heads + kvh * group + g) * hd + c);
+            x0 = x.x, x1 = x.y;
+        }
+        *reinterpret_cast<uint32_t*>(q_s + v * ld + c) = pack_bf16(x0, x1);
+    }
+
+    float o[kOFrag][4];
+#pragma unroll
+    for (int f = 0; f < kOFrag; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const bf16* qw = q_s + warp * 16 * ld;
+
+    for (int32_t it = 0; it < ntiles; ++it) {
+        const int32_t t0 = lo + it * kPreKeys;
+        if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kPreKeys);
+        cp_async_commit();
+        cp_async_wait_1();
+        __syncthreads();
+        const bf16* ks = k_s + (it & 1) * kPreKeys * ld;
+        const bf16* vs = v_s + (it & 1) * kPreKeys * ld;
+
+        if (t0 <= w_hi && t0 + kPreKeys - 1 >= w_lo) {  // warp-uniform
+            // S = Q K^T: 16 x 32 per warp, 16 dims per mma.
+            float s[kPreNFrag][4];
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+#pragma unroll
+            for (int kb = 0; kb < HDP / 16; ++kb) {
+                if (kb * 16 < hd16) {
+                    const bf16* qa = qw + kb * 16 + 2 * t4;
+                    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
+                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
+                                            *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
+                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
+#pragma unroll
+                    for (int f = 0; f < kPreNFrag; ++f) {
+                        const bf16* kr = ks + (f * 8 + g8) * ld + kb * 16 + 2 * t4;
+                        mma_bf16(s[f], af, *reinterpret_cast<const uint32_t*>(kr),
+                                 *reinterpret_cast<const uint32_t*>(kr + 8));
+                    }
+                }
+            }
+            // Masks and the online softmax, as in prefill_kernel.
+            float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = e / 2;
+                    const int32_t key = t0 + f * 8 + 2 * t4 + (e & 1);
+                    const bool ok = key >= my_first[i] && key <= my_pos[i];
+                    s[f][e] = ok ? s[f][e] * a.scale : -INFINITY;
+                    tmax[i] = fmaxf(tmax[i], s[f][e]);
+                }
+            float alpha[2], m_use[2], tsum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
+                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
+                const float m_new = fmaxf(m[i], tmax[i]);
+                m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays at zero
+                alpha[i] = expf(m[i] - m_use[i]);
+                m[i] = m_new;
+            }
+#pragma unroll
+            for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    s[f][e] = expf(s[f][e] - m_use[e / 2]);
+                    tsum[e / 2] += s[f][e];
+                }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 1);
+                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 2);
+                l[i] = l[i] * alpha[i] + tsum[i];
+            }
+#pragma unroll
+            for (int f = 0; f < kOFrag; ++f) {
+                o[f][0] *= alpha[0];
+                o[f][1] *= alpha[0];
+                o[f][2] *= alpha[1];
+                o[f][3] *= alpha[1];
+            }
+            // O += P V, 16 keys per mma: P's A fragment is S's accumulator, two n-frags of keys.
+            uint32_t pa[kPreKeys / 16][4];
+#pragma unroll
+            for (int kc = 0; kc < kPreKeys / 16; ++kc) {
+                pa[kc][0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+                pa[kc][1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+                pa[kc][2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+                pa[kc][3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+            }
+#pragma unroll
+            for (int f = 0; f < kOFrag; ++f) {
+                if (f * 8 >= hd16) continue;
+                float tile_o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int kc = 0; kc < kPreKeys / 16; ++kc) {
+                    // B: V[key][dim] for keys kc*16 + 2t4, +1 (b0) and +8, +9 (b1), dim f*8 + g8.
+                    const bf16* vb = vs + (kc * 16 + 2 * t4) * ld + f * 8 + g8;
+                    mma_bf16(tile_o, pa[kc], pack_bf16(vb[0], vb[ld]), pack_bf16(vb[8 * ld], vb[9 * ld]));
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[f][e] += tile_o[e];
+            }
+        }
+        __syncthreads();
+    }
+
+    // Output: element e of fragment f is row g8 + 8*(e/2), column f*8 + 2*t4 + (e&1).
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v >= nvec) continue;
+        const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
+        float* out = a.out + (int64_t(r) * n_heads + kvh * group + g) * hd;
+        const float inv = 1.0f / l[i];
+#pragma unroll
+        for (int f = 0; f < kOFrag; ++f) {
+            const int32_t col = f * 8 + 2 * t4;
+            if (col < hd) *reinterpret_cast<float2*>(out + col) = make_float2(o[f][2 * i] * inv, o[f][2 * i + 1] * inv);
+        }
+    }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // The fast kernels copy whole 16-byte pieces of each K/V row and read q as
@@ -700,6 +939,19 @@ void launch_prefill(const DeviceStep& st, const float* q, const T* k_pool, const
     CUDA_CHECK_LAUNCH();
 }
 
+template <int HDP>
+void launch_prefill_bf16(const DeviceStep& st, const float* q, const bf16* k_pool, const bf16* v_pool, HeadShape heads,
+                         float scale, int32_t window, float* out, cudaStream_t stream) {
+    static size_t allowed = 0;
+    const size_t smem = prefill_bf16_smem_bytes(heads);
+    allow_smem(prefill_bf16_kernel<HDP>, smem, allowed);
+    const int32_t group = heads.n_heads / heads.n_kv_heads;
+    const dim3 grid(st.num_attn_tiles, heads.n_kv_heads, (kAttnTileRows * group + kPreVecs - 1) / kPreVecs);
+    prefill_bf16_kernel<HDP><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
+                                                                  PrefillArgs{heads, scale, window, out});
+    CUDA_CHECK_LAUNCH();
+}
+
 template <class T>
 void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
                      float scale, int32_t window, float* out, void* workspace, size_t workspace_bytes,
@@ -724,6 +976,18 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
                 combine_kernel<<<st.num_tokens * heads.n_heads, kCombineThreads, 0, stream>>>(a);
                 CUDA_CHECK_LAUNCH();
             }
+            return;
+        }
+    }
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (fast && st.attn_tiles && st.num_attn_tiles > 0) {
+            const int32_t hd16 = (heads.head_dim + 15) / 16 * 16;
+            if (hd16 <= 64)
+                launch_prefill_bf16<64>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+            else if (hd16 <= 128)
+                launch_prefill_bf16<128>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+            else
+                launch_prefill_bf16<256>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
             return;
         }
     }

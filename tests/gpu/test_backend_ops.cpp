@@ -56,7 +56,9 @@ constexpr double kAttn = 2e-5;
 constexpr double kAttnLong = 5e-5;
 // RoPE into a bf16 pool: the GPU's sincosf differs from the CPU's by an ulp or so,
 // which now and then moves a rotated key to the neighbouring bf16 (2^-8 relative).
-constexpr double kBf16Pool = 1e-3;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
+constexpr double kBf16Pool = 1e-3;
+// Attention with Q and P rounded to bf16 for the tensor cores (2^-9 relative each).
+constexpr double kAttnBf16 = 1e-2;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
 
 // The quantized types the CUDA backend keeps quantized.
 const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
@@ -362,11 +364,14 @@ public:
     }
 
     // Each case runs over a float32 pool and over a bf16 one (the same keys and
-    // values rounded, given to both backends as bf16).
+    // values rounded, given to both backends as bf16). Over a bf16 pool, a step
+    // with more than one row per sequence runs prefill_bf16_kernel, which rounds
+    // Q and P to bf16 as well: the CPU keeps them in fp32, hence its threshold.
     void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
                         const std::vector<Seq>& seqs, double threshold) {
-        for (KVDType dtype : {KVDType::F32, KVDType::BF16})
-            attention_case(hd, nh, nkv, bs, window, kind_name, seqs, threshold, dtype);
+        const bool decode_only = std::all_of(seqs.begin(), seqs.end(), [](const Seq& q) { return q.query_len == 1; });
+        attention_case(hd, nh, nkv, bs, window, kind_name, seqs, threshold, KVDType::F32);
+        attention_case(hd, nh, nkv, bs, window, kind_name, seqs, decode_only ? threshold : kAttnBf16, KVDType::BF16);
     }
     void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
                         const std::vector<Seq>& seqs, double threshold, KVDType dtype) {
