@@ -979,8 +979,8 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
             return;
         }
     }
-    if constexpr (std::is_same_v<T, bf16>) {
-        if (fast && st.attn_tiles && st.num_attn_tiles > 0) {
+    if (fast && st.attn_tiles && st.num_attn_tiles > 0) {
+        if constexpr (std::is_same_v<T, bf16>) {  // bf16 tensor cores
             const int32_t hd16 = (heads.head_dim + 15) / 16 * 16;
             if (hd16 <= 64)
                 launch_prefill_bf16<64>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
@@ -988,17 +988,15 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
                 launch_prefill_bf16<128>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
             else
                 launch_prefill_bf16<256>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
-            return;
+        } else {  // 3xTF32
+            const int32_t hd8 = (heads.head_dim + 7) / 8 * 8;
+            if (hd8 <= 64)
+                launch_prefill<64>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+            else if (hd8 <= 128)
+                launch_prefill<128>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
+            else
+                launch_prefill<256>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
         }
-    }
-    if (fast && st.attn_tiles && st.num_attn_tiles > 0) {
-        const int32_t hd8 = (heads.head_dim + 7) / 8 * 8;
-        if (hd8 <= 64)
-            launch_prefill<64>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
-        else if (hd8 <= 128)
-            launch_prefill<128>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
-        else
-            launch_prefill<256>(st, q, k_pool, v_pool, heads, scale, window, out, stream);
         return;
     }
     const dim3 grid(st.num_tokens, heads.n_heads);
