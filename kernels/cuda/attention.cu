@@ -33,6 +33,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace minfer::cuda {
@@ -90,6 +91,7 @@ constexpr int kRefDimsPerThread = kMaxHeadDim / kRefThreads;
 template <class T>
 __global__ void __launch_bounds__(kRefThreads) reference_kernel(DeviceStep st, const float* q, const T* k_pool,
                                                                 const T* v_pool, AttnArgs a, float* out) {
+    pdl_wait();
     __shared__ float q_s[kMaxHeadDim];
     __shared__ float p_s[kRefTile];  // scores, then their exponentials
     const int32_t row = blockIdx.x, h = blockIdx.y, hd = a.heads.head_dim, bs = st.block_size;
@@ -203,6 +205,7 @@ template <class T>
 __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, const float* __restrict__ q,
                                                              const T* __restrict__ k_pool,
                                                              const T* __restrict__ v_pool, DecodeArgs a) {
+    pdl_wait();
     extern __shared__ float4 dec_smem4[];
     constexpr int E = kPerCopy<T>;
     const int32_t row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
@@ -391,6 +394,7 @@ constexpr int kCombineThreads = kMaxHeadDim / 4;  // a float4 column each
 
 // One block per (row, head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = exp(m_s - max m), in split order.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(DecodeArgs a) {
+    pdl_wait();
     const int64_t head = blockIdx.x;
     const int32_t hd = a.heads.head_dim, c = threadIdx.x, splits = a.num_splits;
     const float* ml = a.part_ml + head * splits * 2;
@@ -476,6 +480,7 @@ template <int HDP, class T>
 __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, const float* __restrict__ q,
                                                               const T* __restrict__ k_pool,
                                                               const T* __restrict__ v_pool, PrefillArgs a) {
+    pdl_wait();
     constexpr int kOFrag = HDP / 8, E = kPerCopy<T>;
     extern __shared__ float4 pre_smem4[];
     __shared__ int32_t range_s[2];
@@ -708,6 +713,7 @@ template <int HDP>
 __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st, const float* __restrict__ q,
                                                                    const bf16* __restrict__ k_pool,
                                                                    const bf16* __restrict__ v_pool, PrefillArgs a) {
+    pdl_wait();
     constexpr int kOFrag = HDP / 8;
     extern __shared__ float4 pre16_smem4[];
     __shared__ int32_t range_s[2];
@@ -934,9 +940,8 @@ void launch_prefill(const DeviceStep& st, const float* q, const T* k_pool, const
     allow_smem(prefill_kernel<HDP, T>, smem, allowed);
     const int32_t group = heads.n_heads / heads.n_kv_heads;
     const dim3 grid(st.num_attn_tiles, heads.n_kv_heads, (kAttnTileRows * group + kPreVecs - 1) / kPreVecs);
-    prefill_kernel<HDP, T><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
+    launch_pdl(prefill_kernel<HDP, T>, grid, kPreThreads, smem, stream, st, q, k_pool, v_pool,
                                                                 PrefillArgs{heads, scale, window, out});
-    CUDA_CHECK_LAUNCH();
 }
 
 template <int HDP>
@@ -947,9 +952,8 @@ void launch_prefill_bf16(const DeviceStep& st, const float* q, const bf16* k_poo
     allow_smem(prefill_bf16_kernel<HDP>, smem, allowed);
     const int32_t group = heads.n_heads / heads.n_kv_heads;
     const dim3 grid(st.num_attn_tiles, heads.n_kv_heads, (kAttnTileRows * group + kPreVecs - 1) / kPreVecs);
-    prefill_bf16_kernel<HDP><<<grid, kPreThreads, smem, stream>>>(st, q, k_pool, v_pool,
+    launch_pdl(prefill_bf16_kernel<HDP>, grid, kPreThreads, smem, stream, st, q, k_pool, v_pool,
                                                                   PrefillArgs{heads, scale, window, out});
-    CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
@@ -970,11 +974,9 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
             const size_t smem = decode_smem_bytes<T>(heads);
             allow_smem(decode_kernel<T>, smem, allowed);
             const dim3 grid(st.num_tokens, heads.n_kv_heads, p.num_splits);
-            decode_kernel<T><<<grid, kDecThreads, smem, stream>>>(st, q, k_pool, v_pool, a);
-            CUDA_CHECK_LAUNCH();
+            launch_pdl(decode_kernel<T>, grid, kDecThreads, smem, stream, st, q, k_pool, v_pool, a);
             if (p.num_splits > 1) {
-                combine_kernel<<<st.num_tokens * heads.n_heads, kCombineThreads, 0, stream>>>(a);
-                CUDA_CHECK_LAUNCH();
+                launch_pdl(combine_kernel, st.num_tokens * heads.n_heads, kCombineThreads, 0, stream, a);
             }
             return;
         }
@@ -1000,8 +1002,7 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
         return;
     }
     const dim3 grid(st.num_tokens, heads.n_heads);
-    reference_kernel<T><<<grid, kRefThreads, 0, stream>>>(st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(reference_kernel<T>, grid, kRefThreads, 0, stream, st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace minfer::cuda {
 
@@ -23,12 +24,14 @@ __device__ float load_as_float(const void* base, DType type, int64_t i) {
 // One block per token row.
 __global__ void embedding_kernel(DeviceStep st, const void* table, DType type, int64_t ld, int32_t cols,
                                  float* out) {
+    pdl_wait();
     const int64_t row = blockIdx.x;
     const int64_t src = int64_t(st.token_ids[row]) * ld;
     for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) out[row * cols + c] = load_as_float(table, type, src + c);
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -36,6 +39,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, flo
 }
 
 __global__ void geglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
+    pdl_wait();
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const float g = gate[i];
@@ -44,12 +48,14 @@ __global__ void geglu_kernel(const float* gate, const float* up, int64_t n, floa
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float s) {
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         x[i] *= s;
 }
 
 // One block per logits row.
 __global__ void gather_rows_kernel(DeviceStep st, const float* x, int32_t dim, float* out) {
+    pdl_wait();
     const float* src = x + int64_t(st.logits_rows[blockIdx.x]) * dim;
     float* dst = out + int64_t(blockIdx.x) * dim;
     for (int32_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] = src[c];
@@ -60,35 +66,30 @@ __global__ void gather_rows_kernel(DeviceStep st, const float* x, int32_t dim, f
 void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, float* out,
                       cudaStream_t stream) {
     if (st.num_tokens == 0) return;
-    embedding_kernel<<<st.num_tokens, kThreads, 0, stream>>>(st, table, type, ld, cols, out);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(embedding_kernel, st.num_tokens, kThreads, 0, stream, st, table, type, ld, cols, out);
 }
 
 void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
     if (n == 0) return;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
-    swiglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, n, out);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(swiglu_kernel, unsigned(blocks), kThreads, 0, stream, gate, up, n, out);
 }
 
 void launch_geglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
     if (n == 0) return;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
-    geglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, n, out);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(geglu_kernel, unsigned(blocks), kThreads, 0, stream, gate, up, n, out);
 }
 
 void launch_scale(float* x, int64_t n, float s, cudaStream_t stream) {
     if (n == 0) return;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65536);
-    scale_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, n, s);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(scale_kernel, unsigned(blocks), kThreads, 0, stream, x, n, s);
 }
 
 void launch_gather_rows(const DeviceStep& st, const float* x, int32_t dim, float* out, cudaStream_t stream) {
     if (st.num_logit_rows == 0) return;
-    gather_rows_kernel<<<st.num_logit_rows, kThreads, 0, stream>>>(st, x, dim, out);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(gather_rows_kernel, st.num_logit_rows, kThreads, 0, stream, st, x, dim, out);
 }
 
 }  // namespace minfer::cuda

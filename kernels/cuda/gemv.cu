@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace minfer::cuda {
 
@@ -118,6 +119,7 @@ template <class Format, int Rows>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words,
                 const float* __restrict__ scale) {
+    pdl_wait();
     constexpr int E = Format::kPerWord, kFeatures = Tiling<Rows>::kFeatures, kUnroll = Tiling<Rows>::kUnroll;
     int seg = 0;
     while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
@@ -191,8 +193,7 @@ void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, i
         blocks += (targets[i].n + per_block - 1) / per_block;
     }
     segs.count = count;
-    gemv_kernel<Format, Rows><<<unsigned(blocks), kWarps * 32, 0, stream>>>(x, k, vec, segs, words, scale);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(gemv_kernel<Format, Rows>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs, words, scale);
 }
 
 // One instantiation per row count, so that the accumulators stay in registers.

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 
 #define CUBLAS_CHECK(call)                                                                           \
     do {                                                                                             \
@@ -49,6 +50,7 @@ __device__ __half from_float(float x) { return __float2half_rn(x); }
 // xh[r, c] = x[r, c] for c < k, 0 for the padding columns k <= c < ld.
 template <class T>
 __global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64_t total, T* xh) {
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t r = i / ld, c = i % ld;
         xh[i] = from_float<T>(c < k ? x[r * k + c] : 0.0f);
@@ -56,6 +58,7 @@ __global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t total) {
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
         out[i] += bias[i % n];
 }
@@ -216,10 +219,11 @@ void CublasLtGemm::run_many(const float* x, int32_t rows, int64_t k, const GemvT
         }
         const int64_t total = int64_t(rows) * ldw;
         if (type == DType::BF16)
-            convert_rows_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(x, k, ldw, total, static_cast<__nv_bfloat16*>(s.xh));
+            launch_pdl(convert_rows_kernel<__nv_bfloat16>, grid_for(total), kThreads, 0, s.stream, x, k, ldw, total,
+                       static_cast<__nv_bfloat16*>(s.xh));
         else
-            convert_rows_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(x, k, ldw, total, static_cast<__half*>(s.xh));
-        CUDA_CHECK_LAUNCH();
+            launch_pdl(convert_rows_kernel<__half>, grid_for(total), kThreads, 0, s.stream, x, k, ldw, total,
+                       static_cast<__half*>(s.xh));
         b = s.xh;
         ldb = inner = ldw;  // the padding columns are zeros in both operands
     }
@@ -322,8 +326,7 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
 void launch_add_bias(float* out, const float* bias, int32_t rows, int64_t n, cudaStream_t stream) {
     const int64_t total = int64_t(rows) * n;
     if (total == 0) return;
-    add_bias_kernel<<<grid_for(total), kThreads, 0, stream>>>(out, bias, n, total);
-    CUDA_CHECK_LAUNCH();
+    launch_pdl(add_bias_kernel, grid_for(total), kThreads, 0, stream, out, bias, n, total);
 }
 
 }  // namespace minfer::cuda

@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
 #include "kernels/cuda/reduce.cuh"
 
@@ -54,6 +55,7 @@ template <class Q, int Rows>
 __global__ void __launch_bounds__(kWarps * 32)
     quant_gemv_kernel(const float* __restrict__ x, int32_t k, bool x_aligned, const uint8_t* __restrict__ w,
                       int32_t n, float* __restrict__ out) {
+    pdl_wait();
     constexpr int kTileBlocks = kTileElems / Q::kElems;
     constexpr int kStageBytes = (kTileBlocks * Q::kBytes + 15 + 15 + 15) / 16 * 16;  // both ends rounded out
     __shared__ __align__(16) uint8_t stage[kWarps][2][kFeatures][kStageBytes];
@@ -190,7 +192,7 @@ void with_type(QType t, F&& f) {
 template <class Q, int Rows>
 void gemv(const float* x, int32_t k, const void* w, int32_t n, float* out, cudaStream_t stream) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // k % 32 == 0 keeps every row so
-    quant_gemv_kernel<Q, Rows><<<(n + kFeatures - 1) / kFeatures, kWarps * 32, 0, stream>>>(
+    launch_pdl(quant_gemv_kernel<Q, Rows>, (n + kFeatures - 1) / kFeatures, kWarps * 32, 0, stream,
         x, k, aligned, static_cast<const uint8_t*>(w), n, out);
 }
 

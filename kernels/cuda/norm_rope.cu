@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace minfer::cuda {
@@ -21,6 +22,7 @@ constexpr int kRopeThreads = 64;
 template <bool Vec>
 __global__ void __launch_bounds__(kNormMaxThreads)
     add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim, float* out) {
+    pdl_wait();
     __shared__ float scratch[32];
     const int64_t base = int64_t(blockIdx.x) * dim;
     float* x = residual + base;
@@ -84,6 +86,7 @@ template <class T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_write_kernel(DeviceStep st, float* q, const float* k, const float* v, HeadShape hs,
                          const __grid_constant__ RopeArgs rope, T* k_pool, T* v_pool) {
+    pdl_wait();
     const int32_t row = blockIdx.x, head = blockIdx.y, hd = hs.head_dim, half = rope.n_rot / 2;
     const float pos = float(st.positions[row]) * rope.position_scale;
 
@@ -132,10 +135,9 @@ void launch_add_rms_norm(float* residual, const float* delta, const float* weigh
     const int32_t per_thread = vec ? 4 : 1;
     const int threads = std::clamp((dim / per_thread + 31) / 32 * 32, 32, kNormMaxThreads);
     if (vec)
-        add_rms_norm_kernel<true><<<rows, threads, 0, stream>>>(residual, delta, weight, eps, dim, out);
+        launch_pdl(add_rms_norm_kernel<true>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out);
     else
-        add_rms_norm_kernel<false><<<rows, threads, 0, stream>>>(residual, delta, weight, eps, dim, out);
-    CUDA_CHECK_LAUNCH();
+        launch_pdl(add_rms_norm_kernel<false>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out);
 }
 
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,
@@ -143,13 +145,11 @@ void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const 
     if (st.num_tokens == 0) return;
     const dim3 grid(unsigned(st.num_tokens), unsigned(heads.n_heads + heads.n_kv_heads));
     if (pool == PoolType::BF16)
-        rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope,
-                                                                static_cast<__nv_bfloat16*>(k_pool),
-                                                                static_cast<__nv_bfloat16*>(v_pool));
+        launch_pdl(rope_kv_write_kernel<__nv_bfloat16>, grid, kRopeThreads, 0, stream, st, q, k, v, heads, rope,
+                   static_cast<__nv_bfloat16*>(k_pool), static_cast<__nv_bfloat16*>(v_pool));
     else
-        rope_kv_write_kernel<<<grid, kRopeThreads, 0, stream>>>(st, q, k, v, heads, rope, static_cast<float*>(k_pool),
-                                                                static_cast<float*>(v_pool));
-    CUDA_CHECK_LAUNCH();
+        launch_pdl(rope_kv_write_kernel<float>, grid, kRopeThreads, 0, stream, st, q, k, v, heads, rope,
+                   static_cast<float*>(k_pool), static_cast<float*>(v_pool));
 }
 
 }  // namespace minfer::cuda

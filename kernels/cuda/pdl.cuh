@@ -1,0 +1,50 @@
+// Programmatic dependent launch (Hopper). A decode step is a chain of small
+// kernels, and between two of them the GPU would otherwise sit idle while the
+// first drains and the second is launched. A kernel started with launch_pdl may
+// be scheduled while the kernel before it in the stream is still finishing; it
+// must call pdl_wait() before it reads anything that kernel (or any earlier
+// one) wrote, and it calls it first thing, before any early return, so that it
+// cannot finish before its predecessor does. MINFER_PDL=0 launches them all
+// the ordinary way (to measure what this is worth).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace minfer::cuda {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+    static const bool enabled = [] {
+        const char* v = std::getenv("MINFER_PDL");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return enabled;
+}
+
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace minfer::cuda
