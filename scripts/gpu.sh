@@ -283,6 +283,12 @@ if ((DO_BENCH)); then
         "$MINFER" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
           --repetitions 3 $args || return 1
       done
+      # What programmatic dependent launch is worth: the same batch without it.
+      if [ "$batch" = 1 ] && [ "$dtype" = bf16 ]; then
+        echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 (MINFER_PDL=0)"
+        MINFER_PDL=0 "$MINFER" bench latency "$path" --device cuda --batch 1 --input-len 512 --output-len 128 \
+          --repetitions 3 || return 1
+      fi
     done
     [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
     return 0
