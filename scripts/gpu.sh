@@ -249,6 +249,9 @@ if ((DO_SYNTH)); then
     IFS=: read -r preset dtype threshold <<<"$spec"
     run_phase "synth-$preset-$dtype" "$BIN/minfer_gpu_model" --synthetic "$(synth_model "$preset" "$dtype")" \
       --threshold "$threshold"
+    # The same over a bf16 KV pool on both sides (the engine's default on cuda).
+    run_phase "synth-$preset-$dtype-bf16kv" "$BIN/minfer_gpu_model" --synthetic "$(synth_model "$preset" "$dtype")" \
+      --threshold "$threshold" --kv-cache-dtype bfloat16
   done
 fi
 if ((DO_REAL)); then
@@ -260,6 +263,8 @@ if ((DO_REAL)); then
     found=1
     name=$(basename "$model" .gguf)
     run_phase "real-$name" "$BIN/minfer_gpu_model" --synthetic "$model" --threshold "${REAL_THRESHOLD:-1e-1}"
+    run_phase "real-$name-bf16kv" "$BIN/minfer_gpu_model" --synthetic "$model" --threshold "${REAL_THRESHOLD:-1e-1}" \
+      --kv-cache-dtype bfloat16
   done
   ((found)) || { TABLE+=("real            -    FAIL (no model in $MODELS/real)"); FAILED=1; }
 fi

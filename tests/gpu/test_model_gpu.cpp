@@ -170,7 +170,7 @@ std::pair<int32_t, float> top2(const float* x, int32_t n) {
     return {best, x[best] - second};
 }
 
-int synthetic_mode(const std::string& spec, double threshold) {
+int synthetic_mode(const std::string& spec, double threshold, KVDType kv_dtype) {
     std::printf("minfer_gpu_model: %s\n  synthetic %s\n", cuda_device_summary().c_str(), spec.c_str());
     auto cpu = make_cpu_backend();
     auto gpu = make_cuda_backend();
@@ -185,7 +185,8 @@ int synthetic_mode(const std::string& spec, double threshold) {
     std::vector<int32_t> tokens(prompt);
     for (int32_t& t : tokens) t = token(rng);
     const std::vector<int32_t> table = shuffled_blocks(blocks, rng);
-    const RunnerLimits limits{prompt, 1, blocks, bs, prompt};
+    // Both sides read the same kind of KV pool (a bf16 pool rounds on both).
+    const RunnerLimits limits{prompt, 1, blocks, bs, prompt, false, kv_dtype};
     ModelRunner rc(*model_c, limits), rg(*model_g, limits);
     Tally tally;
     int32_t clear = 0, agree = 0;
@@ -227,6 +228,7 @@ int main(int argc, char** argv) {
     std::string reference = MINFER_SHARED_DIR "/reference/stories260K/run_c_greedy.json";
     std::string synthetic;
     double threshold = 5e-2;
+    KVDType kv_dtype = KVDType::F32;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--model" && i + 1 < argc) {
@@ -237,13 +239,23 @@ int main(int argc, char** argv) {
             synthetic = argv[++i];
         } else if (a == "--threshold" && i + 1 < argc) {
             threshold = std::stod(argv[++i]);
+        } else if (a == "--kv-cache-dtype" && i + 1 < argc) {
+            const std::string d = argv[++i];
+            if (d != "float32" && d != "bfloat16") {
+                std::fprintf(stderr, "--kv-cache-dtype must be float32 or bfloat16\n");
+                return 2;
+            }
+            kv_dtype = d == "bfloat16" ? KVDType::BF16 : KVDType::F32;
         } else {
-            std::fprintf(stderr, "usage: %s [--model PATH] [--reference PATH] | --synthetic PRESET:DTYPE [--threshold REL]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--model PATH] [--reference PATH] | --synthetic PRESET:DTYPE [--threshold REL] "
+                         "[--kv-cache-dtype float32|bfloat16]\n",
+                         argv[0]);
             return 2;
         }
     }
     try {
-        if (!synthetic.empty()) return synthetic_mode(synthetic, threshold);
+        if (!synthetic.empty()) return synthetic_mode(synthetic, threshold, kv_dtype);
         std::printf("minfer_gpu_model: %s\n  model %s\n  reference %s\n", cuda_device_summary().c_str(),
                     model_path.c_str(), reference.c_str());
         const std::vector<Case> cases = read_cases(reference);
