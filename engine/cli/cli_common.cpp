@@ -58,8 +58,8 @@ void add_engine_options(cxxopts::Options& opts) {
 
 void add_kv_cache_dtype_option(cxxopts::Options& opts) {
     opts.add_options("engine")("kv-cache-dtype",
-                               "auto (the backend's choice: float32 today), float32 or bfloat16 (half the memory "
-                               "a token takes; keys and values rounded to bf16; CPU only for now)",
+                               "auto (the backend's choice: bfloat16 on cuda, float32 on the CPU), float32 or "
+                               "bfloat16 (half the memory a token takes; keys and values rounded to bf16)",
                                cxxopts::value<std::string>()->default_value("auto"));
 }
 
