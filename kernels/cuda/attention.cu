@@ -475,6 +475,124 @@ struct PrefillArgs {
     float* out;
 };
 
+// The two fragment rows of this thread in a prefill block (vectors warp*16 + g8
+// and + 8): their positions and window starts, the keys the warp needs
+// (w_lo..w_hi) and those the whole block needs (lo..hi). range_s: 2 ints of
+// shared memory; every thread of the block must call this.
+struct PrefillRows {
+    int32_t pos[2], first[2];
+    int32_t w_lo, w_hi, lo, hi;
+};
+__device__ __forceinline__ PrefillRows prefill_rows(const DeviceStep& st, int32_t window, int32_t row0, int32_t vec0,
+                                                    int32_t nvec, int32_t group, int32_t* range_s) {
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4;
+    PrefillRows r;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v < nvec) {
+            r.pos[i] = st.positions[row0 + (vec0 + v) / group];
+            r.first[i] = window_first(r.pos[i], window);
+        } else {
+            r.pos[i] = -1;  // no key is <= -1: the row is fully masked
+            r.first[i] = INT32_MAX;
+        }
+    }
+    r.w_lo = min(r.first[0], r.first[1]);
+    r.w_hi = max(r.pos[0], r.pos[1]);
+    for (int offset = 16; offset > 0; offset /= 2) {
+        r.w_lo = min(r.w_lo, __shfl_xor_sync(0xffffffffu, r.w_lo, offset));
+        r.w_hi = max(r.w_hi, __shfl_xor_sync(0xffffffffu, r.w_hi, offset));
+    }
+    if (threadIdx.x == 0) {
+        range_s[0] = INT32_MAX;
+        range_s[1] = -1;
+    }
+    __syncthreads();
+    if (lane == 0) {
+        atomicMin(&range_s[0], r.w_lo);
+        atomicMax(&range_s[1], r.w_hi);
+    }
+    __syncthreads();
+    r.lo = range_s[0];
+    r.hi = range_s[1];
+    return r;
+}
+
+// One tile of scores S (16 rows x kPreKeys keys, the m16n8 accumulator layout:
+// rows g8 in elements 0, 1 and g8 + 8 in elements 2, 3) through the masks and
+// the online softmax: S becomes exp(S - m), and m, l and the output O are
+// rescaled to the new maxima.
+template <int kOFrag>
+__device__ __forceinline__ void online_softmax(float (&s)[kPreNFrag][4], float (&o)[kOFrag][4], float (&m)[2],
+                                               float (&l)[2], const PrefillRows& rows, int32_t t0, int t4,
+                                               float scale) {
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = e / 2;
+            const int32_t key = t0 + f * 8 + 2 * t4 + (e & 1);
+            const bool ok = key >= rows.first[i] && key <= rows.pos[i];
+            s[f][e] = ok ? s[f][e] * scale : -INFINITY;
+            tmax[i] = fmaxf(tmax[i], s[f][e]);
+        }
+    float alpha[2], m_use[2], tsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
+        tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
+        const float m_new = fmaxf(m[i], tmax[i]);
+        m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays at zero
+        alpha[i] = expf(m[i] - m_use[i]);
+        m[i] = m_new;
+    }
+#pragma unroll
+    for (int f = 0; f < kPreNFrag; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            s[f][e] = expf(s[f][e] - m_use[e / 2]);
+            tsum[e / 2] += s[f][e];
+        }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 1);
+        tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 2);
+        l[i] = l[i] * alpha[i] + tsum[i];
+    }
+#pragma unroll
+    for (int f = 0; f < kOFrag; ++f) {
+        o[f][0] *= alpha[0];
+        o[f][1] *= alpha[0];
+        o[f][2] *= alpha[1];
+        o[f][3] *= alpha[1];
+    }
+}
+
+// O / l into the output rows: element e of fragment f is row g8 + 8*(e/2),
+// column f*8 + 2*t4 + (e&1).
+template <int kOFrag>
+__device__ __forceinline__ void store_prefill_output(const float (&o)[kOFrag][4], const float (&l)[2],
+                                                     const PrefillArgs& a, int32_t row0, int32_t vec0, int32_t nvec,
+                                                     int32_t group, int32_t kvh) {
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    const int32_t hd = a.heads.head_dim;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t v = warp * 16 + g8 + i * 8;
+        if (v >= nvec) continue;
+        const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
+        float* out = a.out + (int64_t(r) * a.heads.n_heads + kvh * group + g) * hd;
+        const float inv = 1.0f / l[i];
+#pragma unroll
+        for (int f = 0; f < kOFrag; ++f) {
+            const int32_t col = f * 8 + 2 * t4;
+            if (col < hd) *reinterpret_cast<float2*>(out + col) = make_float2(o[f][2 * i] * inv, o[f][2 * i + 1] * inv);
+        }
+    }
+}
+
 // HDP: head_dim rounded up to 8 is at most HDP (64, 128 or 256): the register arrays' size.
 template <int HDP, class T>
 __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, const float* __restrict__ q,
@@ -497,36 +615,8 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
     T* k_s = reinterpret_cast<T*>(q_s + kPreVecs * ld);  // [2][kPreKeys][ldt]
     T* v_s = k_s + 2 * kPreKeys * ldt;                   // [2][kPreKeys][ldt]
 
-    // This thread's two fragment rows (vectors warp*16 + g8 and + 8): position and window start.
-    int32_t my_pos[2], my_first[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int32_t v = warp * 16 + g8 + i * 8;
-        if (v < nvec) {
-            my_pos[i] = st.positions[row0 + (vec0 + v) / group];
-            my_first[i] = window_first(my_pos[i], a.window);
-        } else {
-            my_pos[i] = -1;  // no key is <= -1: the row is fully masked
-            my_first[i] = INT32_MAX;
-        }
-    }
-    // Keys the warp needs, then the block.
-    int32_t w_lo = min(my_first[0], my_first[1]), w_hi = max(my_pos[0], my_pos[1]);
-    for (int offset = 16; offset > 0; offset /= 2) {
-        w_lo = min(w_lo, __shfl_xor_sync(0xffffffffu, w_lo, offset));
-        w_hi = max(w_hi, __shfl_xor_sync(0xffffffffu, w_hi, offset));
-    }
-    if (threadIdx.x == 0) {
-        range_s[0] = INT32_MAX;
-        range_s[1] = -1;
-    }
-    __syncthreads();
-    if (lane == 0) {
-        atomicMin(&range_s[0], w_lo);
-        atomicMax(&range_s[1], w_hi);
-    }
-    __syncthreads();
-    const int32_t lo = range_s[0], hi = range_s[1];
+    const PrefillRows rows = prefill_rows(st, a.window, row0, vec0, nvec, group, range_s);
+    const int32_t lo = rows.lo, hi = rows.hi;
 
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
@@ -575,7 +665,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
         const T* ks = k_s + (it & 1) * kPreKeys * ldt;
         const T* vs = v_s + (it & 1) * kPreKeys * ldt;
 
-        if (t0 <= w_hi && t0 + kPreKeys - 1 >= w_lo) {  // warp-uniform
+        if (t0 <= rows.w_hi && t0 + kPreKeys - 1 >= rows.w_lo) {  // warp-uniform
             // S = Q K^T: 16 x 32 per warp.
             float s[kPreNFrag][4];
 #pragma unroll
@@ -592,48 +682,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
                     }
                 }
             }
-            // Masks and the online softmax; rows g8 (elements 0, 1) and g8 + 8 (elements 2, 3).
-            float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int f = 0; f < kPreNFrag; ++f)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int i = e / 2;
-                    const int32_t key = t0 + f * 8 + 2 * t4 + (e & 1);
-                    const bool ok = key >= my_first[i] && key <= my_pos[i];
-                    s[f][e] = ok ? s[f][e] * a.scale : -INFINITY;
-                    tmax[i] = fmaxf(tmax[i], s[f][e]);
-                }
-            float alpha[2], m_use[2], tsum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
-                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
-                const float m_new = fmaxf(m[i], tmax[i]);
-                m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays at zero
-                alpha[i] = expf(m[i] - m_use[i]);
-                m[i] = m_new;
-            }
-#pragma unroll
-            for (int f = 0; f < kPreNFrag; ++f)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    s[f][e] = expf(s[f][e] - m_use[e / 2]);
-                    tsum[e / 2] += s[f][e];
-                }
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 1);
-                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 2);
-                l[i] = l[i] * alpha[i] + tsum[i];
-            }
-#pragma unroll
-            for (int f = 0; f < kOFrag; ++f) {
-                o[f][0] *= alpha[0];
-                o[f][1] *= alpha[0];
-                o[f][2] *= alpha[1];
-                o[f][3] *= alpha[1];
-            }
+            online_softmax(s, o, m, l, rows, t0, t4, a.scale);
             // O += P V. The accumulator layout of S (columns 2t, 2t+1) becomes
             // the A layout (columns t, t+4) by reading keys in the order
             // 0,2,4,6,1,3,5,7 within each 8: A's column t is key 2t, column t+4
@@ -658,20 +707,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
         __syncthreads();
     }
 
-    // Output: element e of fragment f is row g8 + 8*(e/2), column f*8 + 2*t4 + (e&1).
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int32_t v = warp * 16 + g8 + i * 8;
-        if (v >= nvec) continue;
-        const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
-        float* out = a.out + (int64_t(r) * n_heads + kvh * group + g) * hd;
-        const float inv = 1.0f / l[i];
-#pragma unroll
-        for (int f = 0; f < kOFrag; ++f) {
-            const int32_t col = f * 8 + 2 * t4;
-            if (col < hd) *reinterpret_cast<float2*>(out + col) = make_float2(o[f][2 * i] * inv, o[f][2 * i + 1] * inv);
-        }
-    }
+    store_prefill_output(o, l, a, row0, vec0, nvec, group, kvh);
 }
 
 
@@ -729,35 +765,8 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
     bf16* k_s = q_s + kPreVecs * ld;                    // [2][kPreKeys][ld]
     bf16* v_s = k_s + 2 * kPreKeys * ld;                // [2][kPreKeys][ld]
 
-    // This thread's two fragment rows (vectors warp*16 + g8 and + 8): position and window start.
-    int32_t my_pos[2], my_first[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int32_t v = warp * 16 + g8 + i * 8;
-        if (v < nvec) {
-            my_pos[i] = st.positions[row0 + (vec0 + v) / group];
-            my_first[i] = window_first(my_pos[i], a.window);
-        } else {
-            my_pos[i] = -1;  // no key is <= -1: the row is fully masked
-            my_first[i] = INT32_MAX;
-        }
-    }
-    int32_t w_lo = min(my_first[0], my_first[1]), w_hi = max(my_pos[0], my_pos[1]);
-    for (int offset = 16; offset > 0; offset /= 2) {
-        w_lo = min(w_lo, __shfl_xor_sync(0xffffffffu, w_lo, offset));
-        w_hi = max(w_hi, __shfl_xor_sync(0xffffffffu, w_hi, offset));
-    }
-    if (threadIdx.x == 0) {
-        range_s[0] = INT32_MAX;
-        range_s[1] = -1;
-    }
-    __syncthreads();
-    if (lane == 0) {
-        atomicMin(&range_s[0], w_lo);
-        atomicMax(&range_s[1], w_hi);
-    }
-    __syncthreads();
-    const int32_t lo = range_s[0], hi = range_s[1];
+    const PrefillRows rows = prefill_rows(st, a.window, row0, vec0, nvec, group, range_s);
+    const int32_t lo = rows.lo, hi = rows.hi;
 
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
@@ -806,7 +815,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
         const bf16* ks = k_s + (it & 1) * kPreKeys * ld;
         const bf16* vs = v_s + (it & 1) * kPreKeys * ld;
 
-        if (t0 <= w_hi && t0 + kPreKeys - 1 >= w_lo) {  // warp-uniform
+        if (t0 <= rows.w_hi && t0 + kPreKeys - 1 >= rows.w_lo) {  // warp-uniform
             // S = Q K^T: 16 x 32 per warp, 16 dims per mma.
             float s[kPreNFrag][4];
 #pragma unroll
@@ -827,48 +836,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
                     }
                 }
             }
-            // Masks and the online softmax, as in prefill_kernel.
-            float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int f = 0; f < kPreNFrag; ++f)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int i = e / 2;
-                    const int32_t key = t0 + f * 8 + 2 * t4 + (e & 1);
-                    const bool ok = key >= my_first[i] && key <= my_pos[i];
-                    s[f][e] = ok ? s[f][e] * a.scale : -INFINITY;
-                    tmax[i] = fmaxf(tmax[i], s[f][e]);
-                }
-            float alpha[2], m_use[2], tsum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
-                tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
-                const float m_new = fmaxf(m[i], tmax[i]);
-                m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays at zero
-                alpha[i] = expf(m[i] - m_use[i]);
-                m[i] = m_new;
-            }
-#pragma unroll
-            for (int f = 0; f < kPreNFrag; ++f)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    s[f][e] = expf(s[f][e] - m_use[e / 2]);
-                    tsum[e / 2] += s[f][e];
-                }
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 1);
-                tsum[i] += __shfl_xor_sync(0xffffffffu, tsum[i], 2);
-                l[i] = l[i] * alpha[i] + tsum[i];
-            }
-#pragma unroll
-            for (int f = 0; f < kOFrag; ++f) {
-                o[f][0] *= alpha[0];
-                o[f][1] *= alpha[0];
-                o[f][2] *= alpha[1];
-                o[f][3] *= alpha[1];
-            }
+            online_softmax(s, o, m, l, rows, t0, t4, a.scale);
             // O += P V, 16 keys per mma: P's A fragment is S's accumulator, two n-frags of keys.
             uint32_t pa[kPreKeys / 16][4];
 #pragma unroll
@@ -895,20 +863,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
         __syncthreads();
     }
 
-    // Output: element e of fragment f is row g8 + 8*(e/2), column f*8 + 2*t4 + (e&1).
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int32_t v = warp * 16 + g8 + i * 8;
-        if (v >= nvec) continue;
-        const int32_t pv = vec0 + v, r = row0 + pv / group, g = pv % group;
-        float* out = a.out + (int64_t(r) * n_heads + kvh * group + g) * hd;
-        const float inv = 1.0f / l[i];
-#pragma unroll
-        for (int f = 0; f < kOFrag; ++f) {
-            const int32_t col = f * 8 + 2 * t4;
-            if (col < hd) *reinterpret_cast<float2*>(out + col) = make_float2(o[f][2 * i] * inv, o[f][2 * i + 1] * inv);
-        }
-    }
+    store_prefill_output(o, l, a, row0, vec0, nvec, group, kvh);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
