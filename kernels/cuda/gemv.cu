@@ -115,12 +115,12 @@ struct Segments {
 };
 
 // vec: x and its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
-template <class Format, int Rows>
+template <class Format, int Rows, int kFeatures = Tiling<Rows>::kFeatures, int kUnroll = Tiling<Rows>::kUnroll>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words,
                 const float* __restrict__ scale) {
     pdl_wait();
-    constexpr int E = Format::kPerWord, kFeatures = Tiling<Rows>::kFeatures, kUnroll = Tiling<Rows>::kUnroll;
+    constexpr int E = Format::kPerWord;
     int seg = 0;
     while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
     const uint4* __restrict__ w = segs.w[seg];
@@ -178,11 +178,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
 }
 
-template <class Format, int Rows>
+template <class Format, int Rows, int Features = Tiling<Rows>::kFeatures, int Unroll = Tiling<Rows>::kUnroll>
 void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* scale,
           cudaStream_t stream) {
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
-    const int32_t per_block = kWarps * Tiling<Rows>::kFeatures;
+    const int32_t per_block = kWarps * Features;
     Segments segs{};
     int32_t blocks = 0;
     for (int32_t i = 0; i < count; ++i) {
@@ -193,7 +193,8 @@ void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, i
         blocks += (targets[i].n + per_block - 1) / per_block;
     }
     segs.count = count;
-    launch_pdl(gemv_kernel<Format, Rows>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs, words, scale);
+    launch_pdl(gemv_kernel<Format, Rows, Features, Unroll>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs,
+               words, scale);
 }
 
 // One instantiation per row count, so that the accumulators stay in registers.
@@ -227,6 +228,29 @@ void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const Gemv
         case DType::BF16: gemv_rows<Bf16Format>(x, rows, k, targets, count, words, nullptr, stream); break;
         case DType::F16: gemv_rows<F16Format>(x, rows, k, targets, count, words, nullptr, stream); break;
         default: throw std::invalid_argument("gemv: dense weights must be F16 or BF16");
+    }
+}
+
+// The bench's sweep: one-row BF16 GEMVs with other tilings than Tiling<1>'s.
+template <int Features, int Unroll>
+void bf16_gemv_variant(const float* x, int32_t k, const GemvTarget& target, int32_t words, cudaStream_t stream) {
+    gemv<Bf16Format, 1, Features, Unroll>(x, k, &target, 1, words, nullptr, stream);
+}
+
+bool launch_bf16_gemv_variant(int features, int unroll, const float* x, int32_t k, const void* w, int64_t ldw,
+                              int32_t n, float* out, cudaStream_t stream) {
+    const GemvTarget target{w, n, out};
+    const int32_t words = int32_t(ldw / 8);
+    switch (features * 100 + unroll) {
+        case 102: bf16_gemv_variant<1, 2>(x, k, target, words, stream); return true;
+        case 104: bf16_gemv_variant<1, 4>(x, k, target, words, stream); return true;
+        case 108: bf16_gemv_variant<1, 8>(x, k, target, words, stream); return true;
+        case 202: bf16_gemv_variant<2, 2>(x, k, target, words, stream); return true;
+        case 204: bf16_gemv_variant<2, 4>(x, k, target, words, stream); return true;
+        case 208: bf16_gemv_variant<2, 8>(x, k, target, words, stream); return true;
+        case 402: bf16_gemv_variant<4, 2>(x, k, target, words, stream); return true;
+        case 404: bf16_gemv_variant<4, 4>(x, k, target, words, stream); return true;
+        default: return false;
     }
 }
 

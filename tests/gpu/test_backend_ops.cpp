@@ -32,6 +32,7 @@
 #include "engine/float16.h"
 #include "engine/quant.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "tests/gpu/fp8_host.h"
 
 using namespace minfer;
@@ -909,6 +910,48 @@ void bench_matmul(Backend& gpu) {
         }
 }
 
+// The one-row BF16 GEMV's tilings (features a warp x words in flight a feature)
+// on Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: the
+// numbers Tiling<1> is chosen by.
+void bench_gemv_variants(Backend& gpu) {
+    struct Mat {
+        const char* name;
+        int32_t n, k;
+    };
+    const Mat mats[] = {{"k/v", 1024, 4096}, {"q/o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate/up", 14336, 4096},
+                        {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+    const std::pair<int, int> variants[] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
+    std::mt19937 rng(3);
+    for (const Mat& m : mats) {
+        const size_t bytes = size_t(m.n) * m.k * 2;
+        // Enough copies to cycle through 4x the L2, so that the weights come from memory.
+        std::vector<void*> ws;
+        std::vector<uint16_t> host(size_t(m.n) * m.k);
+        for (uint16_t& h : host) h = uint16_t(0x3c00 | (rng() & 0x3ff));  // finite bf16, about 0.01
+        for (size_t total = 0; ws.empty() || total < (size_t(240) << 20); total += bytes) {
+            ws.push_back(gpu.alloc(bytes));
+            gpu.upload(ws.back(), host.data(), bytes);
+        }
+        DeviceArena g(gpu);
+        const float* x = g.copy(std::vector<float>(size_t(m.k), 0.01f));
+        float* out = g.poisoned(size_t(m.n));
+        for (auto [features, unroll] : variants) {
+            const int iters = 50;
+            cuda::launch_bf16_gemv_variant(features, unroll, x, m.k, ws[0], m.k, m.n, out, nullptr);
+            cudaDeviceSynchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < iters; ++i)
+                cuda::launch_bf16_gemv_variant(features, unroll, x, m.k, ws[i % ws.size()], m.k, m.n, out, nullptr);
+            cudaDeviceSynchronize();
+            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d features=%d unroll=%d %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
+                        m.name, m.n, m.k, features, unroll, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
+            std::fflush(stdout);
+        }
+        for (void* w : ws) gpu.free(w);
+    }
+}
+
 // Paged attention on Llama-3-8B's heads (32 q, 8 kv, hd 128), block size 16:
 // decode in GB/s of K/V read (and the fraction of the H200's 4.19 TB/s), and
 // a causal 512-row prefill in TFLOP/s. The pool holds uninitialised memory
@@ -989,6 +1032,7 @@ int main(int argc, char** argv) {
         fp8_options.quantization = WeightQuantization::FP8;
         auto gpu8 = make_cuda_backend(0, fp8_options);
         if (bench) {
+            bench_gemv_variants(*gpu);
             bench_attention(*gpu);
             bench_matmul(*gpu);
             return 0;
