@@ -192,8 +192,13 @@ public:
         int64_t device_to_host_bytes = 0;
         int32_t recordings = 0;             // recorded steps (graphs) captured so far
         std::vector<double> idle_gaps_us;   // device idle time from one step's end to the next one's start
+                                            // (the latest kMaxIdleGaps of them)
+        double idle_seconds_total = 0;      // all of them, summed
     };
+    static constexpr size_t kMaxIdleGaps = 65536;  // a server runs for days: the gaps kept are bounded
     virtual StepTraffic traffic() const { return {}; }
+    // traffic().idle_seconds_total without copying the gaps (the engine reads it every step).
+    virtual double device_idle_seconds() const { return 0.0; }
     virtual void reset_traffic() {}
 };
 

@@ -412,6 +412,7 @@ EngineStats LLMEngine::stats() const {
     st.num_preemptions = scheduler_->num_preemptions();
     st.prompt_tokens = prompt_tokens_;
     st.generation_tokens = generation_tokens_;
+    st.device_idle_seconds = model_.backend().device_idle_seconds();
     return st;
 }
 

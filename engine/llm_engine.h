@@ -84,6 +84,7 @@ struct EngineStats {
     int64_t num_preemptions = 0;
     int64_t prompt_tokens = 0;      // prompt tokens of finished and running requests, counted at admission
     int64_t generation_tokens = 0;  // tokens sampled
+    double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
 };
 
 class LLMEngine {

@@ -82,6 +82,11 @@ def serve_rows(folder):
         with open(path) as f:
             r = json.load(f)
         latency = f"TTFT p99 {r['p99_ttft_ms']:,.0f} ms, TPOT p99 {r['p99_tpot_ms']:,.1f} ms"
+        device = os.path.join(folder, f"serve-{name}.device.json")
+        if os.path.exists(device):
+            with open(device) as f:
+                d = json.load(f)
+            latency += f", GPU idle {d['device_idle_us_per_step']:,.1f} µs a step"
         if name == "inf":
             ok = r["total_token_throughput"] >= SERVE_TARGET
             met += ok

@@ -5,7 +5,9 @@
 #     TTFT and TPOT percentiles;
 #   - at 2, 8 and 32 requests/s (a minute of arrivals each, 1000 at most): goodput at
 #     MLPerf's interactive limits for 8B models (TTFT <= 500 ms, TPOT <= 30 ms).
-# Each run's vLLM-style result JSON and --plot SVG go to OUTDIR; the server's log too.
+# Each run's vLLM-style result JSON and --plot SVG go to OUTDIR, with the GPU's idle
+# time between engine steps during the run (serve-NAME.device.json, from the server's
+# /metrics); the server's log too.
 #
 #   scripts/serve_bench.sh MINFER MODEL OUTDIR [extra minfer serve flags...]
 #
@@ -40,10 +42,41 @@ for _ in range(1200):  # loading a 16 GB model takes a while
 sys.exit("serve_bench: the server did not become ready in 10 minutes")
 EOF
 
+# The server's counters: engine steps, and the GPU's idle time between them.
+counters() {
+  python3 - "$PORT" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+def value(name):
+    m = re.search(rf"^minfer:{name}\{{[^}}]*\}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+print(value("engine_steps_total"), value("device_idle_seconds_total"))
+PY
+}
+
 bench() {  # NAME then bench serve flags
   local name=$1
   shift
   echo "--- serve $name"
+  local before after
+  before=$(counters)
+  run_bench "$name" "$@"
+  after=$(counters)
+  # How much of the run the GPU waited on the host: idle time per step.
+  python3 - "$before" "$after" "$OUT/serve-$name.device.json" <<'PY'
+import json, sys
+(s0, i0), (s1, i1) = (map(float, a.split()) for a in sys.argv[1:3])
+steps = s1 - s0
+result = {"steps": steps, "device_idle_seconds": i1 - i0,
+          "device_idle_us_per_step": (i1 - i0) / steps * 1e6 if steps else 0.0}
+open(sys.argv[3], "w").write(json.dumps(result) + "\n")
+print(f"engine steps {steps:.0f}, device idle {result['device_idle_us_per_step']:.1f} us per step")
+PY
+}
+
+run_bench() {  # NAME then bench serve flags
+  local name=$1
+  shift
   "$MINFER" bench serve --base-url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" \
     --random-input-len "${SERVE_BENCH_INPUT:-512}" --random-output-len "${SERVE_BENCH_OUTPUT:-128}" --ignore-eos \
     --goodput ttft:500,tpot:30 --disable-progress --result-json "$OUT/serve-$name.json" \

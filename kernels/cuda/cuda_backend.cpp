@@ -435,6 +435,7 @@ public:
     }
 
     StepTraffic traffic() const override { return traffic_; }
+    double device_idle_seconds() const override { return traffic_.idle_seconds_total; }
     void reset_traffic() override {
         const int32_t recordings = traffic_.recordings;
         traffic_ = {};
@@ -501,7 +502,11 @@ private:
         if (have_last_end_) {
             float ms = 0;
             CUDA_CHECK(cudaEventElapsedTime(&ms, step_end_[(traffic_.steps + 1) % 2], step_begin_));
-            traffic_.idle_gaps_us.push_back(std::max(0.0, double(ms) * 1e3));
+            const double gap_us = std::max(0.0, double(ms) * 1e3);
+            auto& gaps = traffic_.idle_gaps_us;
+            if (gaps.size() >= kMaxIdleGaps) gaps.erase(gaps.begin(), gaps.begin() + kMaxIdleGaps / 2);
+            gaps.push_back(gap_us);
+            traffic_.idle_seconds_total += gap_us * 1e-6;
         }
         have_last_end_ = true;
         ++traffic_.steps;

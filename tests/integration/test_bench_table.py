@@ -51,7 +51,10 @@ def test_serve_bench_script_and_its_rows(tmp_path):
         result = json.loads((tmp_path / "serve" / f"serve-{name}.json").read_text())
         assert result["completed"] == result["num_prompts"] > 0 and result["failed"] == 0
         assert (tmp_path / "serve" / f"serve-{name}.svg").read_text().startswith("<svg")
+        device = json.loads((tmp_path / "serve" / f"serve-{name}.device.json").read_text())
+        assert device["steps"] > 0 and device["device_idle_seconds"] == 0.0  # the CPU reports no idle GPU
     text = table(tmp_path / "absent.log", "--serve", tmp_path / "serve")
     serving = [l for l in text.splitlines() if l.startswith("| D3 | serving")]
     assert len(serving) == 4 and all("not run" not in l for l in serving)
     assert "total tok/s" in serving[0] and all("goodput" in l for l in serving[1:])
+    assert all("GPU idle 0.0 µs a step" in l for l in serving)

@@ -90,13 +90,17 @@ def test_tokenize_detokenize_models_health_ready_metrics(server):
     assert server.request("GET", "/health")[0] == 200
     status, r = server.json("GET", "/ready")
     assert status == 200 and r["generated_tokens"] == 1
+    server.wait_idle()  # the engine's counters are published after the step that answered /ready
     m = server.metrics()
     for name in ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries",
                  "prefix_cache_hits", "num_preemptions", "prompt_tokens_total", "generation_tokens_total",
                  "time_to_first_token_seconds_count", "inter_token_latency_seconds_count",
-                 "e2e_request_latency_seconds_count", "request_queue_time_seconds_count"]:
+                 "e2e_request_latency_seconds_count", "request_queue_time_seconds_count", "engine_steps_total",
+                 "device_idle_seconds_total"]:
         assert "minfer:" + name in m, name
     assert m["minfer:e2e_request_latency_seconds_count"] > 0
+    assert m["minfer:engine_steps_total"] > 0
+    assert m["minfer:device_idle_seconds_total"] >= 0
 
 
 @pytest.mark.parametrize("body, status, says", [
