@@ -62,7 +62,7 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
                                     ") exceeds the model's context of " + std::to_string(c.context_len));
     const int32_t blocks_per_seq = (total_len + o.block_size - 1) / o.block_size;
     const int32_t num_blocks = o.batch * blocks_per_seq;
-    const KVDType kv_dtype = o.kv_dtype.value_or(model.backend().default_kv_dtype());
+    const KVDType kv_dtype = resolve_kv_dtype(model.backend(), o.kv_dtype);
     ModelRunner runner(model,
                        {o.batch * o.input_len, o.batch, num_blocks, o.block_size, o.batch, o.enforce_eager, kv_dtype});
     Backend& backend = model.backend();

@@ -102,10 +102,7 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
                                                     config_.max_model_len, m.context_len));
         config_.max_model_len = m.context_len;
     }
-    config_.kv_cache_dtype = config_.kv_cache_dtype.value_or(model.backend().default_kv_dtype());
-    if (!model.backend().supports_kv_dtype(*config_.kv_cache_dtype))
-        throw std::invalid_argument(fmt::format("--kv-cache-dtype {}: the {} backend does not support it yet",
-                                                kv_dtype_name(*config_.kv_cache_dtype), model.backend().name()));
+    config_.kv_cache_dtype = resolve_kv_dtype(model.backend(), config_.kv_cache_dtype);
     config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
     const int32_t logits_rows = config_.max_num_seqs;

@@ -52,6 +52,14 @@ size_t runner_workspace_bytes(const ModelConfig& c, const RunnerLimits& limits) 
     return size_t(floats) * sizeof(float);
 }
 
+KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requested) {
+    const KVDType t = requested.value_or(backend.default_kv_dtype());
+    if (!backend.supports_kv_dtype(t))
+        throw std::invalid_argument(std::string("--kv-cache-dtype ") + kv_dtype_name(t) + ": the " + backend.name() +
+                                    " backend does not support it yet");
+    return t;
+}
+
 ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     : model_(model), backend_(model.backend()), limits_(limits) {
     const ModelConfig& c = model.config();
@@ -80,9 +88,7 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
 
     cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim, limits_.kv_dtype};
-    if (!backend_.supports_kv_dtype(limits_.kv_dtype))
-        throw std::invalid_argument(std::string("--kv-cache-dtype ") + kv_dtype_name(limits_.kv_dtype) + ": the " +
-                                    backend_.name() + " backend does not support it yet");
+    resolve_kv_dtype(backend_, limits_.kv_dtype);  // refuses a type the backend cannot run
     for (int32_t l = 0; l < c.n_layers; ++l) {
         cache_.k.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));
         cache_.v.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <vector>
 
 #include "engine/backend.h"
@@ -28,6 +29,10 @@ struct RunnerLimits {
     bool enforce_eager = false;            // never record steps (no CUDA graphs)
     KVDType kv_dtype = KVDType::F32;       // the KV pool's elements
 };
+
+// The KV element type a runner on `backend` uses: `requested`, or the backend's
+// default when unset. Throws std::invalid_argument if the backend cannot run it.
+KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requested);
 
 // The bucket of a step for recording: rows and context padded up. rows == 0:
 // the step is not recorded (not decodes only, or too many rows).

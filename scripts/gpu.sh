@@ -280,10 +280,13 @@ if ((DO_BENCH)); then
       IFS=: read -r preset dtype batch <<<"$spec"
       batch=${batch:-1}
       local path; path=$(synth_model "$preset" "$dtype")
-      for args in "" "--enforce-eager" ${BENCH_FP8-1}; do
-        [ "$args" = 1 ] && args="--quantization fp8"
-        [ "$args" = "--quantization fp8" ] && { [ "$dtype" != bf16 ] || [ "$batch" != 1 ]; } && continue
-        [ "$args" = "--enforce-eager" ] && [ "$batch" != 1 ] && continue
+      # At batch 1 also eager, and for bf16 --quantization fp8 (unless BENCH_FP8 is set empty).
+      local variants=("")
+      if [ "$batch" = 1 ]; then
+        variants+=("--enforce-eager")
+        [ "$dtype" = bf16 ] && [ -n "${BENCH_FP8-1}" ] && variants+=("--quantization fp8")
+      fi
+      for args in "${variants[@]}"; do
         echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 $args"
         "$MINFER" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
           --repetitions 3 $args || return 1

@@ -94,10 +94,12 @@ int cmd_run(int argc, char** argv) {
 
     const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
     auto backend = backend_from(args);
-    const KVDType kv_dtype = kv_choice.value_or(backend->default_kv_dtype());
-    if (!backend->supports_kv_dtype(kv_dtype))
-        throw UsageError(fmt::format("--kv-cache-dtype {}: the {} backend does not support it yet",
-                                     kv_dtype_name(kv_dtype), backend->name()));
+    KVDType kv_dtype;
+    try {
+        kv_dtype = resolve_kv_dtype(*backend, kv_choice);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();

@@ -131,7 +131,8 @@ public:
         const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
         T* k_pool = static_cast<T*>(cache.k[layer]);
         T* v_pool = static_cast<T*>(cache.v[layer]);
-        std::vector<float> k_rot(static_cast<size_t>(kv_row));
+        std::vector<float>& k_rot = k_row_;
+        k_rot.resize(static_cast<size_t>(kv_row));
         for (int32_t i = 0; i < n; ++i) {
             const float pos = static_cast<float>(step_->positions[i]) * rope.position_scale;
             for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (int64_t(i) * a.n_heads + h) * hd, pos, rope);
@@ -244,6 +245,7 @@ private:
     const StepPlan* step_ = nullptr;
     int32_t block_size_ = 16;
     std::vector<int32_t> seq_of_row_;
+    std::vector<float> k_row_;  // rope_kv_write: one row of k, rotated before it is stored
 };
 
 }  // namespace
