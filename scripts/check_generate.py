@@ -10,7 +10,11 @@ usage: check_generate.py MINFER REFERENCE_JSON [--against-device DEV] [extra min
 
 With --against-device DEV the expected tokens are not llama2.c's but those of
 the same run on DEV (for a lossy KV cache, whose rounding changes a few
-continuations of the reference: the devices must agree with each other).
+continuations of the reference: the devices must agree with each other). The
+two devices round different fp32 values to bf16, so a continuation may part
+where DEV's top two tokens are a near tie: that is accepted (and printed) when
+DEV's top-2 log-probability margin there is under NEAR_TIE and the token taken
+is DEV's second choice; any other difference fails.
 """
 import json
 import subprocess
@@ -18,13 +22,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+NEAR_TIE = 0.05  # nats between DEV's top two tokens where the runs part
 
-def run_generate(minfer, cases, flags):
+
+def run_generate(minfer, cases, flags, logprobs=None):
     """Every case once with n = 1 and once with n = 3: {id: result}."""
+    extra = {} if logprobs is None else {"logprobs": logprobs}
     requests = [{"id": i, "prompt": c["prompt"], "max_tokens": c["steps"] - len(c["prompt_ids"]) + 1,
-                 "temperature": 0} for i, c in enumerate(cases)]
+                 "temperature": 0, **extra} for i, c in enumerate(cases)]
     forked = [{"id": f"n3-{i}", "prompt": c["prompt"], "max_tokens": c["steps"] - len(c["prompt_ids"]) + 1,
-               "temperature": 0, "n": 3} for i, c in enumerate(cases)]
+               "temperature": 0, "n": 3, **extra} for i, c in enumerate(cases)]
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
         src.write_text("".join(json.dumps(r) + "\n" for r in requests + forked))
@@ -37,6 +44,20 @@ def run_generate(minfer, cases, flags):
         return {r["id"]: r for r in map(json.loads, dst.read_text().splitlines())}
 
 
+def parting(choice, other):
+    """None when choice's tokens equal other's; else (position, margin, accepted) where they part."""
+    got, want = choice["token_ids"], other["token_ids"]
+    if got == want:
+        return None
+    p = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    if p >= min(len(got), len(want)):
+        return p, float("inf"), False  # one stopped where the other went on
+    top = sorted(other["logprobs"]["top_logprobs"][p].values(), reverse=True)
+    margin = top[0] - top[1] if len(top) > 1 else float("inf")
+    second_choice = choice["logprobs"]["tokens"][p] in other["logprobs"]["top_logprobs"][p]
+    return p, margin, margin < NEAR_TIE and second_choice
+
+
 def main():
     minfer, reference, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
     against = None
@@ -45,7 +66,7 @@ def main():
         against = flags[i + 1]
         del flags[i:i + 2]
     cases = json.loads(Path(reference).read_text())
-    results = run_generate(minfer, cases, flags)
+    results = run_generate(minfer, cases, flags, logprobs=2 if against else None)
     if results is None:
         return 1
     expected = [c["generated_ids"] for c in cases]
@@ -56,11 +77,26 @@ def main():
             other_flags[other_flags.index("--device") + 1] = against
         else:
             other_flags += ["--device", against]
-        other = run_generate(minfer, cases, other_flags)
+        other = run_generate(minfer, cases, other_flags, logprobs=2)
         if other is None:
             return 1
-        expected = [other[i]["choices"][0]["token_ids"] for i in range(len(cases))]
-        source = f"the same run on {against}"
+        bad = ties = 0
+        for i in range(len(cases)):
+            want = other[i]["choices"][0]
+            for name, choice in [(f"{i}", results[i]["choices"][0])] + [
+                    (f"n3-{i}.{c['index']}", c) for c in results[f"n3-{i}"]["choices"]]:
+                part = parting(choice, want)
+                if part is None:
+                    continue
+                p, margin, accepted = part
+                ties += accepted
+                bad += not accepted
+                print(f"request {name} parts from {against} at token {p}: {against}'s top-2 margin {margin:.3g} nats"
+                      f" ({'a near tie, accepted' if accepted else 'FAIL'})")
+        total = 4 * len(cases)
+        print(f"generate: {total - bad - ties} of {total} sequences match the same run on {against}, "
+              f"{ties} part at a near tie (< {NEAR_TIE} nats), {bad} differ")
+        return 1 if bad else 0
     bad = 0
     for i, want in enumerate(expected):
         bad += results[i]["choices"][0]["token_ids"] != want

@@ -82,7 +82,9 @@ run_bench() {  # NAME then bench serve flags
     --goodput ttft:500,tpot:30 --disable-progress --result-json "$OUT/serve-$name.json" \
     --plot "$OUT/serve-$name.svg" "$@"
 }
-bench inf --num-prompts "$(count 1000)" --request-rate inf --max-concurrency 128
-bench rate2 --num-prompts "$(count 120)" --request-rate 2
-bench rate8 --num-prompts "$(count 480)" --request-rate 8
-bench rate32 --num-prompts "$(count 1000)" --request-rate 32
+# A seed per run: one server serves them all, and prompts repeated from an earlier run
+# would be found in its prefix cache.
+bench inf --num-prompts "$(count 1000)" --request-rate inf --max-concurrency 128 --seed 1
+bench rate2 --num-prompts "$(count 120)" --request-rate 2 --seed 2
+bench rate8 --num-prompts "$(count 480)" --request-rate 8 --seed 3
+bench rate32 --num-prompts "$(count 1000)" --request-rate 32 --seed 4

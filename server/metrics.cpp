@@ -59,9 +59,9 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
     metric("num_requests_waiting", "gauge", "Requests waiting to be scheduled.", double(st.num_waiting));
     metric("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (1 = full).", st.kv_cache_usage);
     metric("num_kv_blocks", "gauge", "KV-cache blocks in the pool.", double(st.num_kv_blocks));
-    metric("prefix_cache_queries", "counter", "Prompt blocks looked up in the prefix cache.",
+    metric("prefix_cache_queries", "counter", "Prompt tokens looked up in the prefix cache.",
            double(st.prefix_cache_queries));
-    metric("prefix_cache_hits", "counter", "Prompt blocks found in the prefix cache.", double(st.prefix_cache_hits));
+    metric("prefix_cache_hits", "counter", "Prompt tokens found in the prefix cache (whole blocks of them).", double(st.prefix_cache_hits));
     metric("num_preemptions", "counter", "Sequences preempted (their KV blocks freed) to make room.",
            double(st.num_preemptions));
     metric("prompt_tokens_total", "counter", "Prompt tokens admitted.", double(st.prompt_tokens));
