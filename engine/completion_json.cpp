@@ -214,8 +214,18 @@ json::object completion_logprobs_json(const Tokenizer& tokenizer, const Completi
                                       const std::vector<TokenLogprob>& prompt_logprobs) {
     json::array tokens, token_logprobs, top_logprobs, text_offset;
     size_t offset = 0;
-    // Each token's text is what it adds to the decoded sequence.
+    // Each token's text is what it adds to the decoded sequence, and so is each
+    // candidate's in top_logprobs (the chosen token's key equals its entry in
+    // tokens); a candidate that would leave a character incomplete is keyed by
+    // its text alone.
     auto add = [&](IncrementalDetokenizer& detok, int32_t id, const TokenLogprob* lp) {
+        json::object top;
+        if (lp)
+            for (const auto& [t, l] : lp->top) {
+                std::string key = detok.peek(t);
+                if (key.empty()) key = tokenizer.decode(std::span<const int32_t>(&t, 1));
+                top[key] = l;
+            }
         const std::string piece = detok.push(id);
         tokens.emplace_back(piece);
         text_offset.emplace_back(offset);
@@ -226,8 +236,6 @@ json::object completion_logprobs_json(const Tokenizer& tokenizer, const Completi
             return;
         }
         token_logprobs.emplace_back(lp->logprob);
-        json::object top;
-        for (const auto& [t, l] : lp->top) top[tokenizer.decode(std::span<const int32_t>(&t, 1))] = l;
         top_logprobs.emplace_back(std::move(top));
     };
     std::vector<int32_t> context;

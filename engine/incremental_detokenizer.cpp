@@ -40,6 +40,14 @@ std::string IncrementalDetokenizer::push(int32_t id) {
     return emit(false);
 }
 
+std::string IncrementalDetokenizer::peek(int32_t id) const {
+    std::vector<int32_t> window(ids_.begin() + std::ptrdiff_t(prefix_offset_), ids_.end());
+    window.push_back(id);
+    const std::string text = tok_.decode(window);
+    if (text.ends_with(kReplacement)) return {};
+    return text.substr(common_prefix_length(prefix_text_, text));
+}
+
 std::string IncrementalDetokenizer::flush() { return emit(true); }
 
 std::string IncrementalDetokenizer::emit(bool final) {

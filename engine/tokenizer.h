@@ -96,6 +96,10 @@ class IncrementalDetokenizer {
 public:
     explicit IncrementalDetokenizer(const Tokenizer& tok, std::vector<int32_t> context = {});
     std::string push(int32_t id);
+    // What push(id) would return now, the state left as it is: how a candidate
+    // token reads at this point of the text (a leading space kept where the
+    // text has one; "" while it leaves a character incomplete).
+    std::string peek(int32_t id) const;
     std::string flush();  // whatever is left at the end (invalid bytes as U+FFFD)
 
 private:

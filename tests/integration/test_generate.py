@@ -80,6 +80,9 @@ def test_result_format_n_logprobs_echo(tmp_path):
     assert lp["token_logprobs"][0] is None and all(x <= 0 for x in lp["token_logprobs"][1:])
     assert all(len(t) == 2 for t in lp["top_logprobs"][1:])
     assert "".join(lp["tokens"]) == choice["text"]
+    # Greedy: each generated token is the first of its top_logprobs, keyed by the same text as in tokens.
+    for token, logprob, top in list(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]))[n_prompt:]:
+        assert top[token] == logprob == max(top.values())
     assert [ch["index"] for ch in b["choices"]] == [0, 1, 2]
     assert all(len(ch["token_ids"]) == 4 for ch in b["choices"])
     assert b["usage"]["completion_tokens"] == 12

@@ -262,6 +262,32 @@ TEST_CASE("IncrementalDetokenizer: leading spaces, invalid bytes, flush") {
     CHECK(detok.flush() == "");
 }
 
+TEST_CASE("IncrementalDetokenizer::peek is what push would return, and changes nothing") {
+    const auto tok = load(kShared + "/vocab/ggml-vocab-llama-spm.gguf");
+    IncrementalDetokenizer detok(*tok, {1, 15043});
+    CHECK(detok.peek(3186) == " world");  // decode({3186}) alone gives "world"
+    CHECK(tok->decode(std::vector<int32_t>{3186}) == "world");
+    CHECK(detok.peek(15043) == " Hello");
+    CHECK(detok.push(3186) == " world");
+    CHECK(detok.peek(243) == "");  // the first byte of a 4-byte character
+    CHECK(detok.push(243) == "");
+    CHECK(detok.peek(162) == "");
+    CHECK(detok.push(162) == "");
+    CHECK(detok.push(169) == "");
+    CHECK(detok.peek(156) == "🦙");
+    CHECK(detok.push(156) == "🦙");
+    CHECK(detok.flush() == "");
+
+    // Along real generations: peek(id) then push(id) agree at every step.
+    for (const auto& g : read_reference_generations()) {
+        IncrementalDetokenizer d(*tok, g.prompt_ids);
+        for (int32_t id : g.generated_ids) {
+            const std::string peeked = d.peek(id);
+            CHECK(peeked == d.push(id));
+        }
+    }
+}
+
 namespace {
 
 // Counts how many ids the detokenizer decodes in all.
