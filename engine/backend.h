@@ -199,6 +199,9 @@ public:
     virtual StepTraffic traffic() const { return {}; }
     // traffic().idle_seconds_total without copying the gaps (the engine reads it every step).
     virtual double device_idle_seconds() const { return 0.0; }
+    // The engine has run out of work: the wait until the next step is for
+    // requests, not the host's own overhead, so it is not an idle gap.
+    virtual void wait_for_work() {}
     virtual void reset_traffic() {}
 };
 

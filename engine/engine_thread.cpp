@@ -76,6 +76,7 @@ void EngineThread::loop() {
         std::deque<Submission> submissions;
         std::vector<uint64_t> aborts;
         bool stopping = false;
+        if (!engine_.has_unfinished()) engine_.wait_for_work();
         {
             std::unique_lock lock(mutex_);
             wake_.wait(lock, [&] {

@@ -107,6 +107,9 @@ public:
     // Runs one step; returns the outputs of the requests that moved.
     std::vector<RequestOutput> step();
     bool has_unfinished() const { return !requests_.empty(); }
+    // Called before waiting for requests with none left: the device's idle
+    // time until the next step is not counted as the engine's.
+    void wait_for_work() { model_.backend().wait_for_work(); }
     EngineStats stats() const;
     // The fair policy's virtual token counters, per client.
     const std::map<std::string, double>& client_counters() const { return scheduler_->client_counters(); }

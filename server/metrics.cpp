@@ -68,7 +68,7 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
     metric("generation_tokens_total", "counter", "Tokens generated.", double(st.generation_tokens));
     metric("engine_steps_total", "counter", "Engine steps (forward passes).", double(st.steps));
     metric("device_idle_seconds_total", "counter",
-           "Time the GPU sat idle between consecutive engine steps (host work not hidden behind it; 0 on the CPU).",
+           "Time the GPU sat idle between consecutive engine steps while requests were waiting (host work not hidden behind it; 0 on the CPU).",
            st.device_idle_seconds);
 
     std::lock_guard lock(mutex_);

@@ -436,6 +436,8 @@ public:
 
     StepTraffic traffic() const override { return traffic_; }
     double device_idle_seconds() const override { return traffic_.idle_seconds_total; }
+    void wait_for_work() override { have_last_end_ = false; }
+
     void reset_traffic() override {
         const int32_t recordings = traffic_.recordings;
         traffic_ = {};

@@ -163,6 +163,10 @@ void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_
 // W decoded to bf16 rows of ldw elements (ldw >= k; columns past k are left as they are), for the cuBLASLt GEMM.
 void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
                           cudaStream_t stream);
+// The same through the first version (one thread per unit, decoded straight to
+// global memory), for minfer_gpu_ops --bench's comparison.
+void launch_quant_to_bf16_v1(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
+                             cudaStream_t stream);
 
 // ---- matmul_fp8.cu (--quantization fp8) -----------------------------------------------------
 // FP8 E4M3 weights with one float scale per tensor, kept in device memory:

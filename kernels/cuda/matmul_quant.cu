@@ -1,8 +1,8 @@
 // Quantized weights on the GPU, kept in their GGUF blocks (quant_blocks.cuh
 // decodes each type):
 //  - few rows (decode): a GEMV that streams the blocks once for all rows;
-//  - many rows (prefill): the weight widened to bf16 into a scratch matrix,
-//    then the cuBLASLt bf16 GEMM (the tensor cores do the work);
+//  - many rows (prefill): the weight widened to bf16 into a scratch matrix
+//    (widen_kernel), then the cuBLASLt bf16 GEMM (the tensor cores do the work);
 //  - the embedding gather.
 //
 // The GEMV. A CTA of 4 warps owns 4 output features; its warps take turns
@@ -173,6 +173,44 @@ __global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t
     }
 }
 
+// The prefill widening, version 2: a CTA decodes kWidenThreads consecutive
+// units (32 K-type blocks, 128 legacy ones) into shared memory through the
+// block structs, then writes them out as 16-byte stores, consecutive threads on
+// consecutive bytes. Version 1 (dequant_rows_kernel, still the embedding
+// gather's) decoded straight to global memory: a warp's store scattered 8-byte
+// pieces over four blocks' columns, a quarter of each 32-byte sector at a time.
+constexpr int kWidenThreads = 256;
+
+template <class Q>
+__global__ void __launch_bounds__(kWidenThreads)
+    widen_kernel(const uint8_t* __restrict__ w, int64_t blocks, int32_t blocks_per_row, int64_t ld,
+                 __nv_bfloat16* __restrict__ out) {
+    constexpr int kBlocks = kWidenThreads / Q::kUnits, kChunks = Q::kElems / 8;  // 16-byte chunks a block
+    __shared__ __align__(16) __nv_bfloat16 tile[kBlocks * Q::kElems];
+    pdl_wait();
+    const int64_t first = int64_t(blockIdx.x) * kBlocks;
+    const int slot = threadIdx.x / Q::kUnits, u = threadIdx.x % Q::kUnits;
+    if (first + slot < blocks) {
+        const typename Q::Unit unit = Q::load(w + (first + slot) * Q::kBytes, u);
+        __nv_bfloat16* o = tile + slot * Q::kElems;
+#pragma unroll
+        for (int s = 0; s < Q::kSubs; ++s) {
+            float v[8];
+            Q::dequant(unit, s, v);
+            store4(o + Q::col(u, s, 0), v);
+            store4(o + Q::col(u, s, 1), v + 4);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < kBlocks * kChunks; c += kWidenThreads) {
+        const int64_t g = first + c / kChunks;
+        if (g >= blocks) break;
+        const int64_t row = g / blocks_per_row, b = g - row * blocks_per_row;
+        *reinterpret_cast<uint4*>(out + row * ld + b * Q::kElems + (c % kChunks) * 8) =
+            reinterpret_cast<const uint4*>(tile)[c];
+    }
+}
+
 // Calls f(Q{}) with the block struct of t.
 template <class F>
 void with_type(QType t, F&& f) {
@@ -239,6 +277,23 @@ void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_
 }
 
 void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out, cudaStream_t stream) {
+    if (ldw % 8 || reinterpret_cast<uintptr_t>(out) % 16) {  // rows not on 16-byte boundaries: version 1
+        launch_quant_to_bf16_v1(t, w, n, k, ldw, out, stream);
+        return;
+    }
+    with_type(t, [&](auto q) {
+        using Q = decltype(q);
+        const int64_t blocks = int64_t(n) * (k / Q::kElems);
+        if (blocks == 0) return;
+        constexpr int kBlocksPerCta = kWidenThreads / Q::kUnits;
+        launch_pdl(widen_kernel<Q>, unsigned((blocks + kBlocksPerCta - 1) / kBlocksPerCta), kWidenThreads, 0, stream,
+                   static_cast<const uint8_t*>(w), blocks, k / Q::kElems, ldw, static_cast<__nv_bfloat16*>(out));
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_to_bf16_v1(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
+                             cudaStream_t stream) {
     with_type(t, [&](auto q) {
         dequant_rows<decltype(q)>(w, nullptr, n, k, ldw, static_cast<__nv_bfloat16*>(out), stream);
     });

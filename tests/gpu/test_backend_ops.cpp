@@ -11,8 +11,8 @@
 //
 // --bench instead times paged attention (decode GB/s of K/V, prefill TFLOP/s)
 // and the quantized matmul on Llama-3-8B's shapes: the GEMV
-// (1 and 8 rows) in GB/s of weights, and a 512-row prefill (bf16 widening +
-// GEMM) in TFLOP/s.
+// (1 and 8 rows) in GB/s of weights, a 512-row prefill (bf16 widening +
+// GEMM) in TFLOP/s, and the widening alone (both versions) in GB/s moved.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -24,6 +24,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -866,6 +867,17 @@ private:
     std::normal_distribution<float> normal_{0.0f, 1.0f};
 };
 
+std::optional<cuda::QType> bench_qtype(GGMLType t) {
+    switch (t) {
+        case GGMLType::Q8_0: return cuda::QType::Q8_0;
+        case GGMLType::Q4_0: return cuda::QType::Q4_0;
+        case GGMLType::Q4_K: return cuda::QType::Q4_K;
+        case GGMLType::Q5_K: return cuda::QType::Q5_K;
+        case GGMLType::Q6_K: return cuda::QType::Q6_K;
+        default: return std::nullopt;
+    }
+}
+
 // Dense bf16 and quantized matrices on Llama-3-8B's shapes. Random bytes make
 // valid blocks as far as timing goes (a NaN scale costs the same).
 void bench_matmul(Backend& gpu) {
@@ -906,6 +918,34 @@ void bench_matmul(Backend& gpu) {
                                 ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9,
                                 100.0 * bytes / s / 4.19e12);
                 std::fflush(stdout);
+            }
+            if (const auto q = bench_qtype(type)) {  // the widening alone, both versions
+                void* wide = gpu.alloc(size_t(m.n) * m.k * 2);
+                std::vector<void*> blocks;
+                for (size_t total = 0; blocks.empty() || total < (size_t(240) << 20); total += bytes) {
+                    blocks.push_back(gpu.alloc((bytes + 15) / 16 * 16));
+                    gpu.upload(blocks.back(), raw.data(), bytes);
+                }
+                for (int version : {1, 2}) {
+                    auto widen = [&](int i) {
+                        (version == 1 ? cuda::launch_quant_to_bf16_v1 : cuda::launch_quant_to_bf16)(
+                            *q, blocks[i % blocks.size()], m.n, m.k, m.k, wide, nullptr);
+                    };
+                    const int iters = 20;
+                    widen(0);
+                    cudaDeviceSynchronize();
+                    const auto t0 = std::chrono::steady_clock::now();
+                    for (int i = 0; i < iters; ++i) widen(i);
+                    cudaDeviceSynchronize();
+                    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+                    const double moved = double(bytes) + 2.0 * m.n * m.k;  // blocks read, bf16 written
+                    std::printf("bench widen %-5s %-8s n=%-6d k=%-5d version %d %9.1f us  %7.1f GB/s moved  %5.1f%% of 4.19 TB/s\n",
+                                ggml_type_name(type), m.name, m.n, m.k, version, sec * 1e6, moved / sec / 1e9,
+                                100.0 * moved / sec / 4.19e12);
+                    std::fflush(stdout);
+                }
+                for (void* b : blocks) gpu.free(b);
+                gpu.free(wide);
             }
         }
 }
