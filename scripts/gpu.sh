@@ -33,6 +33,10 @@
 #                 prefill and 16 decode steps) for PROFILE_RUNS="PRESET:DTYPE:BATCH ..."
 #                 (default llama3-1b:bf16:1 llama3-8b:bf16:64), summed per kernel by
 #                 scripts/kernel_times.py into $LOGS/profile-*.log
+#   --profile-kernel RE  ncu's full report (--set full) of one decode-step launch of each
+#                 kernel whose name matches RE, in an eager run of PROFILE_KERNEL_RUN
+#                 (PRESET:DTYPE:BATCH, default llama3-8b:bf16:64; the first PROFILE_SKIP=64
+#                 matching launches skipped), into $LOGS/ncu-kernel.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -49,6 +53,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
 while (($#)); do
@@ -60,6 +65,7 @@ while (($#)); do
     --serve) DO_SERVE=1 ;;
     --bench) DO_BENCH=1 ;;
     --profile) DO_PROFILE=1 ;;
+    --profile-kernel) PROFILE_KERNEL=$2; shift ;;
     --serve-bench) DO_SERVE_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
@@ -73,7 +79,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -319,7 +325,21 @@ if ((DO_BENCH || DO_SERVE_BENCH)); then
   [ -d "$LOGS/serve-bench" ] && table_args=(--serve "$LOGS/serve-bench")
   run_phase bench-table python3 scripts/bench_table.py "$LOGS/bench.log" "${table_args[@]}" \
     --device "one $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" \
-    --source "$(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown'), $(date -u +%Y-%m-%d)"
+    --source "${MINFER_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown')}, $(date -u +%Y-%m-%d)"
+fi
+if [ -n "$PROFILE_KERNEL" ]; then
+  # Why one kernel runs at the speed it does: throughput against the SM's and memory's
+  # peaks, warp stall reasons, shared-memory bank conflicts, occupancy.
+  profile_kernel() {
+    local ncu path preset dtype batch
+    IFS=: read -r preset dtype batch <<<"${PROFILE_KERNEL_RUN:-llama3-8b:bf16:64}"
+    ncu=$(find_ncu) || { echo "no ncu"; return 1; }
+    path=$(synth_model "$preset" "$dtype")
+    "$ncu" --set full -k "regex:$PROFILE_KERNEL" --launch-skip "${PROFILE_SKIP:-64}" --launch-count 1 \
+      "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 512 \
+      --output-len 8 --repetitions 1 --warmup 0
+  }
+  run_phase ncu-kernel profile_kernel
 fi
 if ((DO_PROFILE)); then
   # ncu times each kernel alone (serialized, clocks left as they are); the sum per

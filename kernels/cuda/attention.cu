@@ -77,6 +77,20 @@ __device__ __forceinline__ float4 load4(const bf16* p) {
     return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
                        __uint_as_float(u.y & 0xffff0000u));
 }
+// One 16-byte copy's elements (4 floats or 8 bf16) as floats.
+__device__ __forceinline__ void load_copy(const float* p, float (&f)[4]) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+}
+__device__ __forceinline__ void load_copy(const bf16* p, float (&f)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
 // Elements in one 16-byte copy.
 template <class T>
 constexpr int kPerCopy = 16 / int(sizeof(T));
@@ -276,23 +290,36 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
         const T* vs = v_s + (it & 1) * kDecKeys * hd;
 
         if (warp < group) {
-            // Scores: lane = key, the warp's heads share each K load.
-            float s[kDecHeadsPerWarp] = {};
+            // Scores: lane = key, the warp's heads share each K load. A load is one
+            // 16-byte copy (4 floats or 8 bf16; the padded rows keep a quarter-warp's
+            // 16-byte loads on distinct banks, where 8-byte bf16 loads met two-way
+            // conflicts), and two sums per head halve the chain of dependent FMAs.
+            float s[kDecHeadsPerWarp] = {}, s2[kDecHeadsPerWarp] = {};
             const T* krow = ks + lane * ldk;
-            for (int32_t d = 0; d < hd; d += 4) {
-                const float4 kv = load4(krow + d);
+            auto score_copy = [&](int32_t d, float (&sum)[kDecHeadsPerWarp]) {
+                float kf[E];
+                load_copy(krow + d, kf);
 #pragma unroll
                 for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) {
                     const int32_t g = warp + hh * kDecWarps;
                     if (g < group) {
-                        const float4 qv = *reinterpret_cast<const float4*>(q_s + g * hd + d);
-                        s[hh] = fmaf(qv.x, kv.x, s[hh]);
-                        s[hh] = fmaf(qv.y, kv.y, s[hh]);
-                        s[hh] = fmaf(qv.z, kv.z, s[hh]);
-                        s[hh] = fmaf(qv.w, kv.w, s[hh]);
+#pragma unroll
+                        for (int e = 0; e < E; e += 4) {
+                            const float4 qv = *reinterpret_cast<const float4*>(q_s + g * hd + d + e);
+                            sum[hh] = fmaf(qv.x, kf[e], sum[hh]);
+                            sum[hh] = fmaf(qv.y, kf[e + 1], sum[hh]);
+                            sum[hh] = fmaf(qv.z, kf[e + 2], sum[hh]);
+                            sum[hh] = fmaf(qv.w, kf[e + 3], sum[hh]);
+                        }
                     }
                 }
+            };
+            for (int32_t d = 0; d < hd; d += 2 * E) {
+                score_copy(d, s);
+                if (d + E < hd) score_copy(d + E, s2);
             }
+#pragma unroll
+            for (int hh = 0; hh < kDecHeadsPerWarp; ++hh) s[hh] += s2[hh];
             const bool valid = t0 + lane <= hi;  // every tile has at least its first key valid
             float alpha[kDecHeadsPerWarp];
 #pragma unroll
