@@ -307,6 +307,15 @@ if ((DO_BENCH)); then
       fi
     done
     [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
+    # The scalar decode kernel over a bf16 pool, against decode_bf16_kernel above.
+    if [ -n "${BENCH_OPS-1}" ]; then
+      echo "--- attention with MINFER_DECODE_MMA=0"
+      MINFER_DECODE_MMA=0 "$BIN/minfer_gpu_ops" --bench-attention | sed 's/^bench attention/bench attention scalar/'
+      local path8; path8=$(synth_model llama3-8b bf16)
+      echo "--- llama3-8b:bf16 --batch 64 --input-len 512 --output-len 128 (MINFER_DECODE_MMA=0)"
+      MINFER_DECODE_MMA=0 "$MINFER" bench latency "$path8" --device cuda --batch 64 --input-len 512 --output-len 128 \
+        --repetitions 3 || return 1
+    fi
     return 0
   }
   run_phase bench bench_table

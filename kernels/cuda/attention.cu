@@ -28,7 +28,10 @@
 // and they are widened to float where they are read for arithmetic.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
@@ -546,17 +549,17 @@ __device__ __forceinline__ PrefillRows prefill_rows(const DeviceStep& st, int32_
     return r;
 }
 
-// One tile of scores S (16 rows x kPreKeys keys, the m16n8 accumulator layout:
+// One tile of scores S (16 rows x 8 kNFrag keys, the m16n8 accumulator layout:
 // rows g8 in elements 0, 1 and g8 + 8 in elements 2, 3) through the masks and
 // the online softmax: S becomes exp(S - m), and m, l and the output O are
 // rescaled to the new maxima.
-template <int kOFrag>
-__device__ __forceinline__ void online_softmax(float (&s)[kPreNFrag][4], float (&o)[kOFrag][4], float (&m)[2],
+template <int kNFrag, int kOFrag>
+__device__ __forceinline__ void online_softmax(float (&s)[kNFrag][4], float (&o)[kOFrag][4], float (&m)[2],
                                                float (&l)[2], const PrefillRows& rows, int32_t t0, int t4,
                                                float scale) {
     float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int f = 0; f < kPreNFrag; ++f)
+    for (int f = 0; f < kNFrag; ++f)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = e / 2;
@@ -576,7 +579,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kPreNFrag][4], float (
         m[i] = m_new;
     }
 #pragma unroll
-    for (int f = 0; f < kPreNFrag; ++f)
+    for (int f = 0; f < kNFrag; ++f)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             s[f][e] = expf(s[f][e] - m_use[e / 2]);
@@ -893,6 +896,210 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
     store_prefill_output(o, l, a, row0, vec0, nvec, group, kvh);
 }
 
+// ---- 5. decode over a bf16 pool (tensor cores) ------------------------------------------
+//
+// decode_kernel's blocking (one block per (row, kv head, split), partials merged
+// by combine_kernel) with the scores and P V on bf16 m16n8k16 tensor cores. The
+// GQA group's heads are the 16 rows of the A operand (4 of 16 used for a group
+// of 4: the tensor cores have throughput to spare; what counts is the
+// instruction count, which held the scalar kernel at 56% of the SM's issue
+// rate and 20% of HBM bandwidth). The block copies tiles of 64 keys; warp w
+// takes keys 16w..16w+15 of each with its own online softmax, and the four
+// warps' (m, l, O) merge in shared memory at the end. K and V fragments come
+// from ldmatrix (.trans for V, whose rows are keys). Q and P are rounded to
+// bf16, as in prefill_bf16_kernel.
+constexpr int kDecMmaKeys = 64;                           // keys per tile
+constexpr int kDecMmaWarpKeys = kDecMmaKeys / kDecWarps;  // 16: two n-fragments of S, one k-step of P V
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+// Rows of Q (16), K and V are hd16 + 8 bf16: 16-byte aligned for cp.async and
+// ldmatrix, and 8 rows at that stride fall on distinct banks. After the loop the
+// same memory holds the warps' partial outputs for the merge.
+size_t decode_bf16_smem_bytes(HeadShape heads) {
+    const size_t ld = size_t((heads.head_dim + 15) / 16 * 16 + 8);
+    const size_t group = size_t(heads.n_heads / heads.n_kv_heads);
+    const size_t tiles = sizeof(bf16) * ld * (16 + 2 * 2 * kDecMmaKeys);
+    const size_t merge = sizeof(float) * kDecWarps * group * (size_t(heads.head_dim) + 2);
+    return std::max(tiles, merge);
+}
+
+// HDP: head_dim rounded up to 16 is at most HDP (64, 128 or 256).
+template <int HDP>
+__global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st, const float* __restrict__ q,
+                                                                  const bf16* __restrict__ k_pool,
+                                                                  const bf16* __restrict__ v_pool, DecodeArgs a) {
+    pdl_wait();
+    constexpr int kOFrag = HDP / 8, kNFrag = kDecMmaWarpKeys / 8;
+    extern __shared__ float4 dec16_smem4[];
+    const int32_t row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    const int32_t hd = a.heads.head_dim, hd16 = (hd + 15) / 16 * 16, ld = hd16 + 8, n_heads = a.heads.n_heads;
+    const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size, head0 = kvh * group;
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    bf16* q_s = reinterpret_cast<bf16*>(dec16_smem4);  // [16][ld]
+    bf16* k_s = q_s + 16 * ld;                          // [2][kDecMmaKeys][ld]
+    bf16* v_s = k_s + 2 * kDecMmaKeys * ld;             // [2][kDecMmaKeys][ld]
+
+    const int32_t pos = st.positions[row];
+    const int32_t lo = max(window_first(pos, a.window), split * a.split_len);
+    const int32_t hi = min(pos, split * a.split_len + a.split_len - 1);
+    if (lo > hi) {  // this split holds none of the row's keys
+        if (a.num_splits > 1 && int32_t(threadIdx.x) < group) {
+            float* ml = a.part_ml + ((int64_t(row) * n_heads + head0 + threadIdx.x) * a.num_splits + split) * 2;
+            ml[0] = -INFINITY;
+            ml[1] = 0.0f;
+        }
+        return;
+    }
+
+    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
+    const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
+    const int32_t copies16 = hd16 / 8, copies = hd / 8;  // 16-byte copies per row; past head_dim zero-filled
+    auto load_tile = [&](int stage, int32_t t0) {
+        bf16* ks = k_s + stage * kDecMmaKeys * ld;
+        bf16* vs = v_s + stage * kDecMmaKeys * ld;
+        for (int32_t i = threadIdx.x; i < kDecMmaKeys * copies16; i += kDecThreads) {
+            const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
+            const bool ok = t <= hi && c < copies;
+            int64_t off = 0;
+            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 8;
+            cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
+            cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
+        }
+    };
+
+    const int32_t ntiles = (hi - lo + kDecMmaKeys) / kDecMmaKeys;
+    load_tile(0, lo);
+    cp_async_commit();
+    // Q: row r of the A operand is head head0 + r, rounded to bf16; rows past the
+    // group and columns past head_dim are zeros.
+    const int32_t pairs16 = hd16 / 2;
+    for (int32_t i = threadIdx.x; i < 16 * pairs16; i += kDecThreads) {
+        const int32_t r = i / pairs16, c = 2 * (i - r * pairs16);
+        float2 x = make_float2(0.0f, 0.0f);
+        if (r < group && c < hd) x = *reinterpret_cast<const float2*>(q + (int64_t(row) * n_heads + head0 + r) * hd + c);
+        *reinterpret_cast<uint32_t*>(q_s + r * ld + c) = pack_bf16(x.x, x.y);
+    }
+
+    // Every row of the fragment is the same query: keys lo..hi are its keys in this split.
+    PrefillRows rows{};
+    rows.pos[0] = rows.pos[1] = hi;
+    rows.first[0] = rows.first[1] = lo;
+    float o[kOFrag][4];
+#pragma unroll
+    for (int f = 0; f < kOFrag; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    // ldmatrix row addresses: lane j points at row j % 8 of matrix j / 8.
+    const int32_t k_key = (lane & 7) + (lane >> 4) * 8, k_dim = ((lane >> 3) & 1) * 8;  // K: keys x dims
+    const int32_t v_key = (lane & 7) + ((lane >> 3) & 1) * 8, v_dim = (lane >> 4) * 8;  // V: keys x dims, transposed
+
+    for (int32_t it = 0; it < ntiles; ++it) {
+        const int32_t t0 = lo + it * kDecMmaKeys;
+        if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kDecMmaKeys);
+        cp_async_commit();
+        cp_async_wait_1();
+        __syncthreads();
+        const int32_t w0 = t0 + warp * kDecMmaWarpKeys;  // the warp's first key
+        if (w0 <= hi) {                                   // warp-uniform
+            const bf16* ks = k_s + ((it & 1) * kDecMmaKeys + warp * kDecMmaWarpKeys) * ld;
+            const bf16* vs = v_s + ((it & 1) * kDecMmaKeys + warp * kDecMmaWarpKeys) * ld;
+            // S = Q K^T: 16 heads x 16 keys; one ldmatrix.x4 gives both n-fragments' B.
+            float s[kNFrag][4] = {};
+#pragma unroll
+            for (int kb = 0; kb < HDP / 16; ++kb) {
+                if (kb * 16 < hd16) {
+                    const bf16* qa = q_s + kb * 16 + 2 * t4;
+                    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
+                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
+                                            *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
+                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
+                    uint32_t kf[4];
+                    ldmatrix_x4(kf, ks + k_key * ld + kb * 16 + k_dim);
+                    mma_bf16(s[0], af, kf[0], kf[1]);
+                    mma_bf16(s[1], af, kf[2], kf[3]);
+                }
+            }
+            online_softmax(s, o, m, l, rows, w0, t4, a.scale);
+            // O += P V: P's A fragment is S's accumulator; one ldmatrix.x4.trans
+            // gives the B of two n-fragments (16 dims).
+            const uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]),
+                                    pack_bf16(s[1][0], s[1][1]), pack_bf16(s[1][2], s[1][3])};
+#pragma unroll
+            for (int f = 0; f < kOFrag; f += 2) {
+                if (f * 8 >= hd16) continue;
+                uint32_t vf[4];
+                ldmatrix_x4_trans(vf, vs + v_key * ld + f * 8 + v_dim);
+                // A fresh accumulator per tile, added in fp32 (see prefill_kernel).
+                float t0o[4] = {}, t1o[4] = {};
+                mma_bf16(t0o, pa, vf[0], vf[1]);
+                mma_bf16(t1o, pa, vf[2], vf[3]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    o[f][e] += t0o[e];
+                    o[f + 1][e] += t1o[e];
+                }
+            }
+        }
+        __syncthreads();  // the stage is refilled by the next iteration's load
+    }
+
+    // Merge the warps: each writes its rows' m, l and unnormalised O, then the
+    // block combines them per (head, column) like combine_kernel does splits.
+    float* o_s = reinterpret_cast<float*>(dec16_smem4);  // [kDecWarps][group][hd]
+    float* ml_s = o_s + kDecWarps * group * hd;          // [kDecWarps][group][2]
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int32_t r = g8 + 8 * i;
+        if (r >= group) continue;
+        float* orow = o_s + (warp * group + r) * hd;
+#pragma unroll
+        for (int f = 0; f < kOFrag; ++f) {
+            const int32_t col = f * 8 + 2 * t4;
+            if (col < hd) *reinterpret_cast<float2*>(orow + col) = make_float2(o[f][2 * i], o[f][2 * i + 1]);
+        }
+        if (t4 == 0) {
+            ml_s[(warp * group + r) * 2] = m[i];
+            ml_s[(warp * group + r) * 2 + 1] = l[i];
+        }
+    }
+    __syncthreads();
+    for (int32_t idx = threadIdx.x; idx < group * hd; idx += kDecThreads) {
+        const int32_t r = idx / hd, c = idx - r * hd;
+        float m_max = -INFINITY;
+        for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, ml_s[(w * group + r) * 2]);
+        float sum_l = 0.0f, sum_o = 0.0f;
+        for (int w = 0; w < kDecWarps; ++w) {
+            const float mw = ml_s[(w * group + r) * 2];
+            if (mw == -INFINITY) continue;  // a warp that saw none of the keys
+            const float e = expf(mw - m_max);
+            sum_l += e * ml_s[(w * group + r) * 2 + 1];
+            sum_o += e * o_s[(w * group + r) * hd + c];
+        }
+        const int64_t head = int64_t(row) * n_heads + head0 + r;
+        if (a.num_splits == 1) {
+            a.out[head * hd + c] = sum_o / sum_l;
+        } else {
+            const int64_t part = head * a.num_splits + split;
+            a.part_o[part * hd + c] = sum_o;
+            if (c == 0) {
+                a.part_ml[part * 2] = m_max;
+                a.part_ml[part * 2 + 1] = sum_l;
+            }
+        }
+    }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // The fast kernels copy whole 16-byte pieces of each K/V row and read q as
@@ -938,6 +1145,25 @@ void launch_prefill_bf16(const DeviceStep& st, const float* q, const bf16* k_poo
                                                                   PrefillArgs{heads, scale, window, out});
 }
 
+template <int HDP>
+void launch_decode_bf16(const DeviceStep& st, const float* q, const bf16* k_pool, const bf16* v_pool,
+                        HeadShape heads, const DecodeArgs& a, dim3 grid, cudaStream_t stream) {
+    static size_t allowed = 0;
+    const size_t smem = decode_bf16_smem_bytes(heads);
+    allow_smem(decode_bf16_kernel<HDP>, smem, allowed);
+    launch_pdl(decode_bf16_kernel<HDP>, grid, kDecThreads, smem, stream, st, q, k_pool, v_pool, a);
+}
+
+// MINFER_DECODE_MMA=0: decode over a bf16 pool through the scalar decode_kernel
+// instead of decode_bf16_kernel (to measure one against the other).
+bool decode_mma_enabled() {
+    static const bool enabled = [] {
+        const char* v = std::getenv("MINFER_DECODE_MMA");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return enabled;
+}
+
 template <class T>
 void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
                      float scale, int32_t window, float* out, void* workspace, size_t workspace_bytes,
@@ -952,11 +1178,26 @@ void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, cons
                 a.part_o = static_cast<float*>(workspace);
                 a.part_ml = a.part_o + size_t(st.num_tokens) * heads.n_heads * p.num_splits * heads.head_dim;
             }
-            static size_t allowed = 0;
-            const size_t smem = decode_smem_bytes<T>(heads);
-            allow_smem(decode_kernel<T>, smem, allowed);
             const dim3 grid(st.num_tokens, heads.n_kv_heads, p.num_splits);
-            launch_pdl(decode_kernel<T>, grid, kDecThreads, smem, stream, st, q, k_pool, v_pool, a);
+            bool done = false;
+            if constexpr (std::is_same_v<T, bf16>) {  // bf16 tensor cores
+                if (decode_mma_enabled()) {
+                    const int32_t hd16 = (heads.head_dim + 15) / 16 * 16;
+                    if (hd16 <= 64)
+                        launch_decode_bf16<64>(st, q, k_pool, v_pool, heads, a, grid, stream);
+                    else if (hd16 <= 128)
+                        launch_decode_bf16<128>(st, q, k_pool, v_pool, heads, a, grid, stream);
+                    else
+                        launch_decode_bf16<256>(st, q, k_pool, v_pool, heads, a, grid, stream);
+                    done = true;
+                }
+            }
+            if (!done) {
+                static size_t allowed = 0;
+                const size_t smem = decode_smem_bytes<T>(heads);
+                allow_smem(decode_kernel<T>, smem, allowed);
+                launch_pdl(decode_kernel<T>, grid, kDecThreads, smem, stream, st, q, k_pool, v_pool, a);
+            }
             if (p.num_splits > 1) {
                 launch_pdl(combine_kernel, st.num_tokens * heads.n_heads, kCombineThreads, 0, stream, a);
             }
