@@ -28,19 +28,6 @@ namespace {
 
 constexpr int kWarps = 4;
 
-// Features per warp and words per feature in flight, by row count: every
-// activation a lane loads serves the warp's features, so more rows want more
-// features per warp (the activations, read from L1/L2 by every warp, are what
-// limits 8 rows at 2 features). At one row, minfer_gpu_ops --bench's sweep of
-// 8 tilings over Llama-3-8B's shapes chose 2 features x 2 words: within 2% of
-// the best tiling on every shape (q/o 73.8% of HBM bandwidth, q/k/v as one
-// 84.4%, gate/up 92.5%, down 92.6%), where 2 x 4 gave 69-90%.
-template <int Rows>
-struct Tiling {
-    static constexpr int kFeatures = Rows <= 2 ? 2 : 4;
-    static constexpr int kUnroll = 2;
-};
-
 // A 16-byte streaming load that does not take L1 space (the weights are read once).
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
     uint4 v;
@@ -118,7 +105,23 @@ struct Segments {
 };
 
 // vec: x and its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
-template <class Format, int Rows, int kFeatures = Tiling<Rows>::kFeatures, int kUnroll = Tiling<Rows>::kUnroll>
+// Features per warp and words per feature in flight, by row count: every
+// activation a lane loads serves the warp's features, so more rows want more
+// features per warp (the activations, read from L1/L2 by every warp, are what
+// limits 8 rows at 2 features). At one row, minfer_gpu_ops --bench's sweep of
+// 8 tilings over Llama-3-8B's shapes chose 2 features x 2 words for bf16:
+// within 2% of the best tiling on every shape (q/o 73.8% of HBM bandwidth, q/k/v
+// as one 84.4%, gate/up 92.5%, down 92.6%), where 2 x 4 gave 69-90%. FP8 keeps
+// 4 words in flight at one or two rows: its decode fell from 220.6 to 215.6
+// tok/s with 2.
+template <class Format, int Rows>
+struct Tiling {
+    static constexpr int kFeatures = Rows <= 2 ? 2 : 4;
+    static constexpr int kUnroll = Rows <= 2 && Format::kPerWord == 16 ? 4 : 2;
+};
+
+template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::kFeatures,
+          int kUnroll = Tiling<Format, Rows>::kUnroll>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words,
                 const float* __restrict__ scale) {
@@ -181,7 +184,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
 }
 
-template <class Format, int Rows, int Features = Tiling<Rows>::kFeatures, int Unroll = Tiling<Rows>::kUnroll>
+template <class Format, int Rows, int Features = Tiling<Format, Rows>::kFeatures,
+          int Unroll = Tiling<Format, Rows>::kUnroll>
 void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* scale,
           cudaStream_t stream) {
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
@@ -234,7 +238,7 @@ void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const Gemv
     }
 }
 
-// The bench's sweep: one-row BF16 GEMVs with other tilings than Tiling<1>'s.
+// The bench's sweep: one-row BF16 GEMVs with other tilings than Tiling<Bf16Format, 1>'s.
 template <int Features, int Unroll>
 void bf16_gemv_variant(const float* x, int32_t k, const GemvTarget& target, int32_t words, cudaStream_t stream) {
     gemv<Bf16Format, 1, Features, Unroll>(x, k, &target, 1, words, nullptr, stream);

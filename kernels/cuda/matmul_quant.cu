@@ -152,6 +152,18 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, const float* v) {  // 8
     *reinterpret_cast<uint2*>(p) = u;
 }
 
+// Unit u of a block, decoded into the block's kElems outputs at o.
+template <class Q, class Out>
+__device__ __forceinline__ void decode_unit(const typename Q::Unit& unit, int u, Out* o) {
+#pragma unroll
+    for (int s = 0; s < Q::kSubs; ++s) {
+        float v[8];
+        Q::dequant(unit, s, v);
+        store4(o + Q::col(u, s, 0), v);
+        store4(o + Q::col(u, s, 1), v + 4);
+    }
+}
+
 // out[i, :k] = row ids[i] (row i when ids is null) of W, decoded; one thread per unit.
 template <class Q, class Out>
 __global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t* __restrict__ ids, int32_t rows,
@@ -162,15 +174,7 @@ __global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t
     const int64_t row = i / units_per_row;
     const int uu = int(i % units_per_row), b = uu / Q::kUnits, u = uu % Q::kUnits;
     const int64_t src = ids ? ids[row] : row;
-    const typename Q::Unit unit = Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u);
-    Out* o = out + row * ld + int64_t(b) * Q::kElems;
-#pragma unroll
-    for (int s = 0; s < Q::kSubs; ++s) {
-        float v[8];
-        Q::dequant(unit, s, v);
-        store4(o + Q::col(u, s, 0), v);
-        store4(o + Q::col(u, s, 1), v + 4);
-    }
+    decode_unit<Q>(Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u), u, out + row * ld + int64_t(b) * Q::kElems);
 }
 
 // The prefill widening, version 2: a CTA decodes kWidenThreads consecutive
@@ -190,17 +194,7 @@ __global__ void __launch_bounds__(kWidenThreads)
     pdl_wait();
     const int64_t first = int64_t(blockIdx.x) * kBlocks;
     const int slot = threadIdx.x / Q::kUnits, u = threadIdx.x % Q::kUnits;
-    if (first + slot < blocks) {
-        const typename Q::Unit unit = Q::load(w + (first + slot) * Q::kBytes, u);
-        __nv_bfloat16* o = tile + slot * Q::kElems;
-#pragma unroll
-        for (int s = 0; s < Q::kSubs; ++s) {
-            float v[8];
-            Q::dequant(unit, s, v);
-            store4(o + Q::col(u, s, 0), v);
-            store4(o + Q::col(u, s, 1), v + 4);
-        }
-    }
+    if (first + slot < blocks) decode_unit<Q>(Q::load(w + (first + slot) * Q::kBytes, u), u, tile + slot * Q::kElems);
     __syncthreads();
     for (int c = threadIdx.x; c < kBlocks * kChunks; c += kWidenThreads) {
         const int64_t g = first + c / kChunks;

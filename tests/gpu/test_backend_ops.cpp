@@ -951,7 +951,7 @@ void bench_matmul(Backend& gpu) {
 
 // The one-row BF16 GEMV's tilings (features a warp x words in flight a feature)
 // on Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: the
-// numbers Tiling<1> is chosen by.
+// numbers Tiling<Bf16Format, 1> is chosen by.
 void bench_gemv_variants(Backend& gpu) {
     struct Mat {
         const char* name;
