@@ -45,7 +45,8 @@
 #   --filter OP   only the minfer_gpu_ops cases whose op name contains OP
 #   --deps DIR    where the packages are unpacked (default /tmp/minfer-deps)
 #   --build-dir DIR                                (default build-gpu)
-# With no step flag it does --build --test. Logs go to $BUILD_DIR/logs and,
+# MINFER_COMMIT names the source in the table's header (the machine's copy of the tree
+# may not carry the repository's history). With no step flag it does --build --test. Logs go to $BUILD_DIR/logs and,
 # when $OUT is set, to $OUT/gpu-logs.tgz (this run's phases, renewed as each
 # ends). Prints a table of the phases' times at the end and exits non-zero if
 # any phase failed.

@@ -44,7 +44,7 @@ function build(root, data, options) {
     const model = data.model;
     const state = {
         precision: options.precision === "fp8" ? "fp8" : "bf16",
-        kvDtype: options.kv_dtype === "bf16" ? "bf16" : model.kv_dtype,
+        kvDtype: Object.hasOwn(model.kv_bytes_per_token, options.kv_dtype ?? "") ? options.kv_dtype : model.kv_dtype,
         batch: BATCHES.includes(Number(options.batch)) ? Number(options.batch) : 64,
         context: CONTEXTS.includes(Number(options.context)) ? Number(options.context) : model.bench_context,
     };
@@ -75,12 +75,12 @@ function build(root, data, options) {
         onChange: (precision) => { state.precision = precision; render(); },
     });
     const kvToggle = toggle({
-        label: "K/V cache", choices: [["fp32", "fp32 (minfer)"], ["bf16", "bf16"]], value: state.kvDtype,
+        label: "K/V cache", choices: [["fp32", "fp32"], ["bf16", "bf16 (minfer)"]], value: state.kvDtype,
         onChange: (dtype) => { state.kvDtype = dtype; render(); },
     });
     const legend = html("p", { class: "lk-legend" },
         legendItem("lk-key-roof", "ceiling (the other precision dashed)"),
-        legendItem("lk-key-measured", "llama3-8b measured on minfer (dotted: gap to its ceiling)"),
+        legendItem("lk-key-measured", `llama3-8b measured on minfer at ${data.workloads_version} (dotted: gap to its ceiling)`),
         legendItem("lk-key-batch", "decode ceiling at the chosen batch"),
         legendItem("lk-key-limit", "where large batches level off"));
     root.append(controls(precisionToggle.element, kvToggle.element),
@@ -190,7 +190,8 @@ function drawRoof(group, x, y, bandwidth, peak, precision, selected) {
 
     group.append(
         svg("circle", { cx: x(ridge), cy: y(peak / TERA), r: 4, class: "lk-ridge" }),
-        svg("text", { x: x(ridge) + 8, y: y(peak / TERA) + 18, class: "lk-roof-label" },
+        // Left of the point, above the slope: right of it, under the roof, is where prefill lands.
+        svg("text", { x: x(ridge) - 12, y: y(peak / TERA) + 4, "text-anchor": "end", class: "lk-roof-label" },
             `ridge: ${formatSignificant(ridge)} FLOP/byte`),
     );
     // The bandwidth label runs along the slope, just above it.

@@ -250,10 +250,15 @@ def test_roofline_batch_slider_and_precision(open_figure):
     model = h200["model"]
     before_text, before_svg = f.text(".lk-readout"), f.drawing()
     # The default is the prose's table (foundations/compute-bound-and-memory-bound): batch 64 at
-    # 576 tokens of fp32 K/V, 39.7 FLOP per byte, at most 10,868 tokens/s.
-    assert "64 sequences of 576 tokens" in before_text and "39.7 FLOP/byte, memory-bound" in before_text
-    assert "10,868 tokens/s" in before_text
-    assert "batch → ∞: 101 FLOP/byte" in before_svg
+    # 576 tokens of bf16 K/V (minfer's default on CUDA), 49.4 FLOP per byte, at most 13,515 tokens/s.
+    assert "64 sequences of 576 tokens" in before_text and "49.4 FLOP/byte, memory-bound" in before_text
+    assert "13,515 tokens/s" in before_text
+    assert "batch → ∞: 203 FLOP/byte" in before_svg
+
+    # fp32 K/V, the what-if (and every version up to f19da17): 39.7 FLOP per byte, 10,868 tokens/s.
+    f.root.get_by_role("group", name="K/V cache").get_by_role("button", name="fp32").click()
+    assert "39.7 FLOP/byte, memory-bound" in f.text(".lk-readout") and "10,868 tokens/s" in f.text(".lk-readout")
+    assert "batch → ∞: 101 FLOP/byte" in f.drawing()
 
     # The largest batch over short contexts of bf16 K/V passes the ridge: compute-bound at the bf16 GEMM ceiling.
     f.root.get_by_role("group", name="K/V cache").get_by_role("button", name="bf16").click()
@@ -289,11 +294,13 @@ def test_roofline_batch_slider_and_precision(open_figure):
 def test_roofline_marks_the_measured_workloads(open_figure):
     f = open_figure("roofline")
     svg = f.drawing()
-    # llama3-8b bf16 decode at batch 1: 180.1 tok/s x 15.31 GFLOP = 2.76 TFLOP/s; 15.16 GB a step
-    # at 4.19 TB/s allows 276 tok/s, so 65.2% of its ceiling (the bench's 65.2%).
-    assert "decode, batch 1" in svg and "2.76 TFLOP/s" in svg and "65.2% of its ceiling" in svg
-    # Prefill of 512: 21,231 tok/s x 14.097 GFLOP = 299 TFLOP/s, 40.0% of the 749 TFLOP/s ceiling.
-    assert "prefill 512" in svg and "299 TFLOP/s" in svg and "40.0% of its ceiling" in svg
+    # llama3-8b bf16 decode at batch 1 (c4bb028): 212.1 tok/s x 15.31 GFLOP = 3.25 TFLOP/s; 15.09 GB
+    # a step (bf16 K/V) at 4.19 TB/s allows 278 tok/s, so 76.4% of its ceiling (the bench, counting
+    # the model's exact bytes, printed 76.3%).
+    assert "decode, batch 1" in svg and "3.25 TFLOP/s" in svg and "76.4% of its ceiling" in svg
+    # Prefill of 512: 29,972 tok/s x 14.097 GFLOP = 423 TFLOP/s, 56.4% of the 749 TFLOP/s ceiling.
+    assert "prefill 512" in svg and "423 TFLOP/s" in svg and "56.4% of its ceiling" in svg
+    assert "measured on minfer at c4bb028" in f.root.inner_text()  # the version the points are
     assert "ridge: 179 FLOP/byte" in svg
 
 
