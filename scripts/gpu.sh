@@ -316,6 +316,13 @@ if ((DO_BENCH)); then
       echo "--- llama3-8b:bf16 --batch 64 --input-len 512 --output-len 128 (MINFER_DECODE_MMA=0)"
       MINFER_DECODE_MMA=0 "$MINFER" bench latency "$path8" --device cuda --batch 64 --input-len 512 --output-len 128 \
         --repetitions 3 || return 1
+      # Quantized matmuls of 9..64 rows by widening + cuBLASLt, against quant_gemm_kernel.
+      local pathq; pathq=$(synth_model llama3-8b q4_k_m)
+      echo "--- llama3-8b:q4_k_m --batch 64 --input-len 512 --output-len 128 (MINFER_QUANT_MMA=0)"
+      MINFER_QUANT_MMA=0 "$MINFER" bench latency "$pathq" --device cuda --batch 64 --input-len 512 --output-len 128 \
+        --repetitions 3 || return 1
+      echo "--- quantized matmuls with MINFER_QUANT_MMA=0"
+      MINFER_QUANT_MMA=0 "$BIN/minfer_gpu_ops" --bench-matmul | grep "rows=64" | sed 's/^bench /bench widen+gemm /'
     fi
     return 0
   }

@@ -36,6 +36,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
@@ -751,21 +752,6 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
 // fragment of P V (rows g8 / g8 + 8, keys 2t4, 2t4 + 1 and + 8, + 9 of each 16),
 // so P never leaves the registers.
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Two floats as a bf16 pair, the first in the low half (the lower column of a fragment).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ uint32_t pack_bf16(bf16 lo, bf16 hi) {
-    return uint32_t(__bfloat16_as_ushort(lo)) | uint32_t(__bfloat16_as_ushort(hi)) << 16;
-}
 
 // Rows of Q, K and V in shared memory are hd16 + 8 bf16 (hd16 = head_dim rounded up
 // to 16; the padding keeps rows 16-byte aligned for cp.async).
@@ -911,18 +897,6 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
 constexpr int kDecMmaKeys = 64;                           // keys per tile
 constexpr int kDecMmaWarpKeys = kDecMmaKeys / kDecWarps;  // 16: two n-fragments of S, one k-step of P V
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
 
 // Rows of Q (16), K and V are hd16 + 8 bf16: 16-byte aligned for cp.async and
 // ldmatrix, and 8 rows at that stride fall on distinct banks. After the loop the

@@ -327,6 +327,8 @@ public:
             gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
         } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
+        } else if (w.quant && cuda::quant_gemm_usable(x, rows)) {
+            cuda::launch_quant_gemm(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
         } else if (w.quant) {
             cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
             gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out);

@@ -157,6 +157,15 @@ constexpr int kQuantGemvMaxRows = 8;
 // 16-byte words).
 void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        cudaStream_t stream);
+// out[rows, n] = x[rows, k] * W^T for 1..kQuantMmaMaxRows rows on the tensor cores,
+// each block decoded once into shared memory (batched decode); x 16-byte aligned.
+constexpr int kQuantMmaMaxRows = 64;
+void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
+                       cudaStream_t stream);
+// Whether the backend takes launch_quant_gemm for a matmul of `rows` rows (more than
+// the GEMV's, up to kQuantMmaMaxRows, x aligned; MINFER_QUANT_MMA=0 says never, to
+// compare it with widening + cuBLASLt).
+bool quant_gemm_usable(const float* x, int32_t rows);
 // out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
 void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
                             cudaStream_t stream);

@@ -16,10 +16,13 @@
 // loads for all 4 features. Accumulation is fp32; activations stay fp32.
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
 #include "kernels/cuda/reduce.cuh"
@@ -205,6 +208,110 @@ __global__ void __launch_bounds__(kWidenThreads)
     }
 }
 
+// ---- the quantized GEMM for batched decode (kQuantGemvMaxRows + 1 to kQuantMmaMaxRows rows) ----
+//
+// Widening whole matrices before the cuBLASLt GEMM costs a 64-sequence decode
+// step of llama3-8b Q4_K_M 4.9 GB read and 15 GB written, then the 15 GB read
+// again. This kernel reads each block once: a CTA owns 64 output features for
+// all of the step's rows, and for each stretch of 256 weights along k it
+// decodes its features' units into a bf16 tile in shared memory (decode_unit,
+// as the widening does), rounds the rows' activations to bf16 beside it, and
+// multiplies the two on bf16 m16n8k16 tensor cores with fp32 accumulation:
+// the numbers of the widen + GEMM path, without the 30 GB. Warp w owns features
+// 16w..16w+15; the next stretch's units are loaded into registers while the
+// tensor cores work on this one.
+constexpr int kQmmThreads = 128;
+constexpr int kQmmFeatures = 64;       // per CTA, 16 per warp
+constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
+constexpr int kQmmLd = kQmmK + 8;      // tile rows, in bf16: 16-byte aligned, and 8 of them on distinct banks
+
+size_t quant_gemm_smem_bytes(int m_tiles) { return sizeof(__nv_bfloat16) * kQmmLd * (kQmmFeatures + 16 * m_tiles); }
+
+// MT: 16-row tiles of activations (rows <= 16 MT).
+template <class Q, int MT>
+__global__ void __launch_bounds__(kQmmThreads)
+    quant_gemm_kernel(const float* __restrict__ x, int32_t rows, int32_t k, const uint8_t* __restrict__ w, int32_t n,
+                      float* __restrict__ out) {
+    constexpr int kBlocks = kQmmK / Q::kElems;                                // per feature and stretch
+    constexpr int kUnitsPerThread = kQmmFeatures * kBlocks * Q::kUnits / kQmmThreads;  // 4 or 8
+    using Unit = typename Q::Unit;
+    extern __shared__ float4 qmm_smem4[];
+    __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [kQmmFeatures][kQmmLd]
+    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmLd;                    // [16 MT][kQmmLd]
+    pdl_wait();
+    const int32_t f0 = int32_t(blockIdx.x) * kQmmFeatures, blocks_per_row = k / Q::kElems;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+
+    // Thread t's j-th unit of a stretch: unit index t + j * kQmmThreads, as
+    // (feature, block, unit). Past n or past k the last feature or block is read
+    // again (finite weights): its products meet zero activations or are not stored.
+    auto unit_at = [&](int j, int& f, int& b, int& u) {
+        const int i = int(threadIdx.x) + j * kQmmThreads;
+        f = i / (kBlocks * Q::kUnits);
+        b = i / Q::kUnits % kBlocks;
+        u = i % Q::kUnits;
+    };
+    auto load_units = [&](int32_t kb0, Unit (&units)[kUnitsPerThread]) {
+#pragma unroll
+        for (int j = 0; j < kUnitsPerThread; ++j) {
+            int f, b, u;
+            unit_at(j, f, b, u);
+            const int64_t feature = min(f0 + f, n - 1), block = min(kb0 + b, blocks_per_row - 1);
+            units[j] = Q::load(w + (feature * blocks_per_row + block) * Q::kBytes, u);
+        }
+    };
+
+    Unit units[kUnitsPerThread];
+    load_units(0, units);
+    float acc[MT][2][4] = {};
+    // ldmatrix row addresses (lane j: row j % 8 of matrix j / 8). A: rows x k,
+    // matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+    // B: features x k, matrices (features 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+    const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+    const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+    const int32_t stretches = (k + kQmmK - 1) / kQmmK;
+    for (int32_t st = 0; st < stretches; ++st) {
+        const int32_t kb0 = st * kBlocks, k0 = st * kQmmK;
+        __syncthreads();  // every warp is done with the previous stretch's tiles
+#pragma unroll
+        for (int j = 0; j < kUnitsPerThread; ++j) {
+            int f, b, u;
+            unit_at(j, f, b, u);
+            decode_unit<Q>(units[j], u, w_s + f * kQmmLd + b * Q::kElems);
+        }
+        for (int i = threadIdx.x; i < 16 * MT * (kQmmK / 4); i += kQmmThreads) {
+            const int r = i / (kQmmK / 4), c = 4 * (i % (kQmmK / 4));
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < rows && k0 + c < k) v = *reinterpret_cast<const float4*>(x + int64_t(r) * k + k0 + c);
+            *reinterpret_cast<uint2*>(x_s + r * kQmmLd + c) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+        }
+        __syncthreads();
+        if (st + 1 < stretches) load_units(kb0 + kBlocks, units);  // in flight during the products
+#pragma unroll 4
+        for (int kk = 0; kk < kQmmK; kk += 16) {
+            uint32_t bf[4];
+            ldmatrix_x4(bf, w_s + (warp * 16 + b_row) * kQmmLd + kk + b_col);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                uint32_t af[4];
+                ldmatrix_x4(af, x_s + (mt * 16 + a_row) * kQmmLd + kk + a_col);
+                mma_bf16(acc[mt][0], af, bf[0], bf[1]);
+                mma_bf16(acc[mt][1], af, bf[2], bf[3]);
+            }
+        }
+    }
+    // Element e of acc[mt][nf]: row 16 mt + g8 + 8 (e / 2), feature 16 warp + 8 nf + 2 t4 + e % 2.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int32_t r = mt * 16 + g8 + 8 * (e / 2), f = f0 + warp * 16 + nf * 8 + 2 * t4 + e % 2;
+                if (r < rows && f < n) out[int64_t(r) * n + f] = acc[mt][nf][e];
+            }
+}
+
 // Calls f(Q{}) with the block struct of t.
 template <class F>
 void with_type(QType t, F&& f) {
@@ -226,6 +333,18 @@ void gemv(const float* x, int32_t k, const void* w, int32_t n, float* out, cudaS
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // k % 32 == 0 keeps every row so
     launch_pdl(quant_gemv_kernel<Q, Rows>, (n + kFeatures - 1) / kFeatures, kWarps * 32, 0, stream,
         x, k, aligned, static_cast<const uint8_t*>(w), n, out);
+}
+
+template <class Q, int MT>
+void quant_gemm(const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out, cudaStream_t stream) {
+    static bool opted_in = false;  // more than 48 KB of shared memory, once per instantiation
+    const size_t smem = quant_gemm_smem_bytes(MT);
+    if (!opted_in) {
+        CUDA_CHECK(cudaFuncSetAttribute(quant_gemm_kernel<Q, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        opted_in = true;
+    }
+    launch_pdl(quant_gemm_kernel<Q, MT>, unsigned((n + kQmmFeatures - 1) / kQmmFeatures), kQmmThreads, smem, stream,
+               x, rows, k, static_cast<const uint8_t*>(w), n, out);
 }
 
 template <class Q, class Out>
@@ -260,6 +379,30 @@ void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const v
             case 7: gemv<Q, 7>(x, k, w, n, out, stream); break;
             case 8: gemv<Q, 8>(x, k, w, n, out, stream); break;
             default: throw std::invalid_argument("launch_quant_gemv: rows must be 1..8");
+        }
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+bool quant_gemm_usable(const float* x, int32_t rows) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("MINFER_QUANT_MMA");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return enabled && rows > kQuantGemvMaxRows && rows <= kQuantMmaMaxRows && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
+                       cudaStream_t stream) {
+    if (rows <= 0 || rows > kQuantMmaMaxRows) throw std::invalid_argument("launch_quant_gemm: rows must be 1..64");
+    if (reinterpret_cast<uintptr_t>(x) % 16) throw std::invalid_argument("launch_quant_gemm: x must be 16-byte aligned");
+    with_type(t, [&](auto q) {
+        using Q = decltype(q);
+        switch ((rows + 15) / 16) {
+            case 1: quant_gemm<Q, 1>(x, rows, k, w, n, out, stream); break;
+            case 2: quant_gemm<Q, 2>(x, rows, k, w, n, out, stream); break;
+            case 3: quant_gemm<Q, 3>(x, rows, k, w, n, out, stream); break;
+            default: quant_gemm<Q, 4>(x, rows, k, w, n, out, stream); break;
         }
     });
     CUDA_CHECK_LAUNCH();

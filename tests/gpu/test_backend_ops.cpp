@@ -7,12 +7,14 @@
 // then "N passed, M failed" alone on a line. The exit code is 1 if any case
 // failed, 2 if the run itself could not start.
 //
-// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench]
+// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul]
 //
 // --bench instead times paged attention (decode GB/s of K/V, prefill TFLOP/s)
-// and the quantized matmul on Llama-3-8B's shapes: the GEMV
-// (1 and 8 rows) in GB/s of weights, a 512-row prefill (bf16 widening +
-// GEMM) in TFLOP/s, and the widening alone (both versions) in GB/s moved.
+// and the quantized matmul on Llama-3-8B's shapes: the GEMV (1 and 8 rows) in
+// GB/s of weights, the tensor-core GEMM (64 rows) in GB/s and TFLOP/s, a
+// 512-row prefill (bf16 widening + GEMM) in TFLOP/s, and the widening alone
+// (both versions) in GB/s moved. --bench-attention and --bench-matmul time one
+// of the two (with MINFER_DECODE_MMA=0 or MINFER_QUANT_MMA=0, the other kernel).
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -441,14 +443,17 @@ public:
             }
         // Quantized weights, k in whole blocks of B: the GEMV (rows 1..8) on a
         // single block, on tiles of 1024 weights with a partial last one, and
-        // past 4 tiles per row (a warp's second and third tile); the bf16 GEMM
-        // (rows > 8); odd feature counts.
+        // past 4 tiles per row (a warp's second and third tile); the tensor-core
+        // GEMM (rows 9..64: 1 to 4 row tiles, a partial last stretch of k, a
+        // partial last CTA of features); widening + the bf16 GEMM (rows > 64);
+        // odd feature counts.
         for (GGMLType type : kQuantTypes) {
             const int32_t b = int32_t(block_elems(type));
             const Shape qshapes[] = {{8, b, 1, false},     {1, 3 * b, 7, false},      {2, 1024 + b, 33, true},
                                      {3, 4096, 33, false}, {8, 4096, 7, false},       {5, 9216, 7, false},
                                      {1, 256, 4097, false}, {7, 2048 + b, 65, true},  {9, 2 * b, 33, false},
-                                     {64, 1024 + b, 7, false}, {200, 4096, 33, false}, {200, b, 1, true}};
+                                     {64, 1024 + b, 7, false}, {200, 4096, 33, false}, {200, b, 1, true},
+                                     {17, 4096, 65, false}, {40, 2048 + b, 100, true}, {64, 4096, 128, false}};
             for (const Shape& s : qshapes) matmul_case(type, s, i++ % 2 == 1, kQ8Gemm);
         }
     }
@@ -901,7 +906,7 @@ void bench_matmul(Backend& gpu) {
             std::vector<float> xh(size_t(512) * m.k, 0.01f);
             const float* x = g.copy(xh);
             float* out = g.poisoned(size_t(512) * m.n);
-            for (int32_t rows : {1, 8, 512}) {
+            for (int32_t rows : {1, 8, 64, 512}) {
                 const int iters = rows == 512 ? 5 : 50;
                 gpu.matmul(x, *ws[0], nullptr, rows, out);  // warm-up (and the GEMM's algorithm choice)
                 gpu.synchronize();
@@ -912,6 +917,10 @@ void bench_matmul(Backend& gpu) {
                 if (rows == 512)
                     std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f TFLOP/s\n", ggml_type_name(type),
                                 m.name, m.n, m.k, rows, s * 1e6, 2.0 * rows * m.n * m.k / s / 1e12);
+                else if (rows == 64)
+                    std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f GB/s of weights  %5.1f%% of 4.19 TB/s  %7.1f TFLOP/s\n",
+                                ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9,
+                                100.0 * bytes / s / 4.19e12, 2.0 * rows * m.n * m.k / s / 1e12);
                 else
                     std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f GB/s of weights  %5.1f%% of 4.19 TB/s\n",
                                 ggml_type_name(type), m.name, m.n, m.k, rows, s * 1e6, bytes / s / 1e9,
@@ -1049,19 +1058,21 @@ void bench_attention(Backend& gpu) {
 int main(int argc, char** argv) {
     std::string filter;
     uint32_t seed = 1234;
-    bool bench = false, bench_attention_only = false;
+    bool bench = false, bench_attention_only = false, bench_matmul_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bench") {
             bench = true;
         } else if (a == "--bench-attention") {
             bench_attention_only = true;
+        } else if (a == "--bench-matmul") {
+            bench_matmul_only = true;
         } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
         } else if (a == "--seed" && i + 1 < argc) {
             seed = uint32_t(std::stoul(argv[++i]));
         } else {
-            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N] [--bench | --bench-attention]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul]\n", argv[0]);
             return 2;
         }
     }
@@ -1074,6 +1085,10 @@ int main(int argc, char** argv) {
         auto gpu8 = make_cuda_backend(0, fp8_options);
         if (bench_attention_only) {
             bench_attention(*gpu);
+            return 0;
+        }
+        if (bench_matmul_only) {
+            bench_matmul(*gpu);
             return 0;
         }
         if (bench) {
