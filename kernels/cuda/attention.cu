@@ -177,7 +177,7 @@ constexpr int kDecWarps = kDecThreads / 32;
 constexpr int kDecKeys = 32;                            // keys per tile (= lanes: lane j scores key j)
 constexpr int kDecMaxGroup = 16;                        // q heads per kv head
 constexpr int kDecHeadsPerWarp = kDecMaxGroup / kDecWarps;  // warp w owns heads w, w+4, w+8, w+12
-constexpr int kDecMinSplit = 128;                       // keys per split at least
+constexpr int kDecMinSplit = 64;                        // keys per split at least (one tile of decode_bf16_kernel)
 constexpr int kDecTargetBlocks = 4 * 132;               // ~4 blocks per SM of an H100/H200
 
 struct DecodeArgs {
