@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -56,15 +57,6 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
 }
-
-// 16 bytes global -> shared; when !full the destination is zero-filled and nothing is read.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool full) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int src_bytes = full ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 __device__ __forceinline__ int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 ? max(0, pos - window + 1) : 0;
@@ -288,7 +280,7 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
         const int32_t t0 = lo + it * kDecKeys;
         if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kDecKeys);
         cp_async_commit();
-        cp_async_wait_1();
+        cp_async_wait<1>();
         __syncthreads();
         const T* ks = k_s + (it & 1) * kDecKeys * ldk;
         const T* vs = v_s + (it & 1) * kDecKeys * hd;
@@ -691,7 +683,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_kernel(DeviceStep st, con
         const int32_t t0 = lo + it * kPreKeys;
         if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kPreKeys);
         cp_async_commit();
-        cp_async_wait_1();
+        cp_async_wait<1>();
         __syncthreads();
         const T* ks = k_s + (it & 1) * kPreKeys * ldt;
         const T* vs = v_s + (it & 1) * kPreKeys * ldt;
@@ -826,7 +818,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
         const int32_t t0 = lo + it * kPreKeys;
         if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kPreKeys);
         cp_async_commit();
-        cp_async_wait_1();
+        cp_async_wait<1>();
         __syncthreads();
         const bf16* ks = k_s + (it & 1) * kPreKeys * ld;
         const bf16* vs = v_s + (it & 1) * kPreKeys * ld;
@@ -892,8 +884,13 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
 // rate and 20% of HBM bandwidth). The block copies tiles of 64 keys; warp w
 // takes keys 16w..16w+15 of each with its own online softmax, and the four
 // warps' (m, l, O) merge in shared memory at the end. K and V fragments come
-// from ldmatrix (.trans for V, whose rows are keys). Q and P are rounded to
-// bf16, as in prefill_bf16_kernel.
+// from ldmatrix (.trans for V, whose rows are keys). Q is split into two bf16
+// parts, hi = bf16(q) and lo = bf16(q - hi), and S = hi K^T + lo K^T: the pool's
+// K is bf16 already, so the scores are those of fp32 Q to ~2^-16. Rounding Q
+// alone (as prefill_bf16_kernel does) errs by ~2^-9 of each score, and a
+// trained model's decode scores reach tens: the softmax moved enough to change
+// stories260K's greedy tokens against the CPU. P is rounded to bf16 (it lies
+// in [0, 1]; its error is relative, not scaled by the scores).
 constexpr int kDecMmaKeys = 64;                           // keys per tile
 constexpr int kDecMmaWarpKeys = kDecMmaKeys / kDecWarps;  // 16: two n-fragments of S, one k-step of P V
 
@@ -904,7 +901,7 @@ constexpr int kDecMmaWarpKeys = kDecMmaKeys / kDecWarps;  // 16: two n-fragments
 size_t decode_bf16_smem_bytes(HeadShape heads) {
     const size_t ld = size_t((heads.head_dim + 15) / 16 * 16 + 8);
     const size_t group = size_t(heads.n_heads / heads.n_kv_heads);
-    const size_t tiles = sizeof(bf16) * ld * (16 + 2 * 2 * kDecMmaKeys);
+    const size_t tiles = sizeof(bf16) * ld * (2 * 16 + 2 * 2 * kDecMmaKeys);
     const size_t merge = sizeof(float) * kDecWarps * group * (size_t(heads.head_dim) + 2);
     return std::max(tiles, merge);
 }
@@ -921,8 +918,9 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     const int32_t hd = a.heads.head_dim, hd16 = (hd + 15) / 16 * 16, ld = hd16 + 8, n_heads = a.heads.n_heads;
     const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size, head0 = kvh * group;
     const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
-    bf16* q_s = reinterpret_cast<bf16*>(dec16_smem4);  // [16][ld]
-    bf16* k_s = q_s + 16 * ld;                          // [2][kDecMmaKeys][ld]
+    bf16* q_s = reinterpret_cast<bf16*>(dec16_smem4);  // [16][ld]: bf16(q)
+    bf16* qlo_s = q_s + 16 * ld;                        // [16][ld]: bf16(q - bf16(q))
+    bf16* k_s = qlo_s + 16 * ld;                        // [2][kDecMmaKeys][ld]
     bf16* v_s = k_s + 2 * kDecMmaKeys * ld;             // [2][kDecMmaKeys][ld]
 
     const int32_t pos = st.positions[row];
@@ -956,14 +954,17 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     const int32_t ntiles = (hi - lo + kDecMmaKeys) / kDecMmaKeys;
     load_tile(0, lo);
     cp_async_commit();
-    // Q: row r of the A operand is head head0 + r, rounded to bf16; rows past the
+    // Q: row r of the A operand is head head0 + r, as hi + lo; rows past the
     // group and columns past head_dim are zeros.
     const int32_t pairs16 = hd16 / 2;
     for (int32_t i = threadIdx.x; i < 16 * pairs16; i += kDecThreads) {
         const int32_t r = i / pairs16, c = 2 * (i - r * pairs16);
         float2 x = make_float2(0.0f, 0.0f);
         if (r < group && c < hd) x = *reinterpret_cast<const float2*>(q + (int64_t(row) * n_heads + head0 + r) * hd + c);
-        *reinterpret_cast<uint32_t*>(q_s + r * ld + c) = pack_bf16(x.x, x.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(x.x, x.y);
+        *reinterpret_cast<__nv_bfloat162*>(q_s + r * ld + c) = hi;
+        *reinterpret_cast<uint32_t*>(qlo_s + r * ld + c) =
+            pack_bf16(x.x - __low2float(hi), x.y - __high2float(hi));
     }
 
     // Every row of the fragment is the same query: keys lo..hi are its keys in this split.
@@ -982,7 +983,7 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
         const int32_t t0 = lo + it * kDecMmaKeys;
         if (it + 1 < ntiles) load_tile((it + 1) & 1, t0 + kDecMmaKeys);
         cp_async_commit();
-        cp_async_wait_1();
+        cp_async_wait<1>();
         __syncthreads();
         const int32_t w0 = t0 + warp * kDecMmaWarpKeys;  // the warp's first key
         if (w0 <= hi) {                                   // warp-uniform
@@ -993,15 +994,18 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
 #pragma unroll
             for (int kb = 0; kb < HDP / 16; ++kb) {
                 if (kb * 16 < hd16) {
-                    const bf16* qa = q_s + kb * 16 + 2 * t4;
-                    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
-                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
-                                            *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
-                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
                     uint32_t kf[4];
                     ldmatrix_x4(kf, ks + k_key * ld + kb * 16 + k_dim);
-                    mma_bf16(s[0], af, kf[0], kf[1]);
-                    mma_bf16(s[1], af, kf[2], kf[3]);
+#pragma unroll
+                    for (int part = 0; part < 2; ++part) {  // hi, then lo
+                        const bf16* qa = (part ? qlo_s : q_s) + kb * 16 + 2 * t4;
+                        const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
+                                                *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
+                                                *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
+                                                *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
+                        mma_bf16(s[0], af, kf[0], kf[1]);
+                        mma_bf16(s[1], af, kf[2], kf[3]);
+                    }
                 }
             }
             online_softmax(s, o, m, l, rows, w0, t4, a.scale);

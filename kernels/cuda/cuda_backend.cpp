@@ -327,8 +327,9 @@ public:
             gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
         } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
-        } else if (w.quant && cuda::quant_gemm_usable(x, rows)) {
-            cuda::launch_quant_gemm(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
+        } else if (w.quant && cuda::quant_gemm_usable(x, rows, int32_t(w.cols), scratch_bytes_)) {
+            cuda::launch_quant_gemm(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, scratch_,
+                                    scratch_bytes_, stream_);
         } else if (w.quant) {
             cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
             gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out);
@@ -533,7 +534,9 @@ private:
 
     cudaStream_t stream_ = nullptr;
     cudaEvent_t step_copied_ = nullptr;
-    void* scratch_ = nullptr;  // bf16 widening of a quantized weight for a prefill GEMM
+    // bf16 widening of a quantized weight for a prefill GEMM; the quantized GEMM's bf16
+    // activations and partial sums (batched decode)
+    void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
     std::unique_ptr<cuda::CublasLtGemm> gemm_;
     bool sync_each_op_ = false;

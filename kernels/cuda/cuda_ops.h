@@ -159,13 +159,16 @@ void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const v
                        cudaStream_t stream);
 // out[rows, n] = x[rows, k] * W^T for 1..kQuantMmaMaxRows rows on the tensor cores,
 // each block decoded once into shared memory (batched decode); x 16-byte aligned.
+// The workspace holds x in bf16 (quant_gemm_workspace_bytes) and, where room
+// is left, partial sums of splits along k for matrices of few output features.
 constexpr int kQuantMmaMaxRows = 64;
+size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k);
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
-                       cudaStream_t stream);
+                       void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // Whether the backend takes launch_quant_gemm for a matmul of `rows` rows (more than
-// the GEMV's, up to kQuantMmaMaxRows, x aligned; MINFER_QUANT_MMA=0 says never, to
-// compare it with widening + cuBLASLt).
-bool quant_gemm_usable(const float* x, int32_t rows);
+// the GEMV's, up to kQuantMmaMaxRows, x aligned, the workspace large enough;
+// MINFER_QUANT_MMA=0 says never, to compare it with widening + cuBLASLt).
+bool quant_gemm_usable(const float* x, int32_t rows, int32_t k, size_t workspace_bytes);
 // out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
 void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
                             cudaStream_t stream);

@@ -16,11 +16,13 @@
 // loads for all 4 features. Accumulation is fp32; activations stay fp32.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -34,16 +36,6 @@ namespace {
 constexpr int kWarps = 4;        // per CTA, splitting k
 constexpr int kFeatures = 4;     // output features per CTA
 constexpr int kTileElems = 1024; // weights of one feature per tile: 32 or 64 per lane
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
-}
 
 __device__ __forceinline__ void load4(const float* p, bool aligned, float* v) {
     if (aligned) {
@@ -215,31 +207,45 @@ __global__ void __launch_bounds__(kWidenThreads)
 // again. This kernel reads each block once: a CTA owns 64 output features for
 // all of the step's rows, and for each stretch of 256 weights along k it
 // decodes its features' units into a bf16 tile in shared memory (decode_unit,
-// as the widening does), rounds the rows' activations to bf16 beside it, and
-// multiplies the two on bf16 m16n8k16 tensor cores with fp32 accumulation:
-// the numbers of the widen + GEMM path, without the 30 GB. Warp w owns features
-// 16w..16w+15; the next stretch's units are loaded into registers while the
-// tensor cores work on this one.
+// as the widening does) and multiplies it with the rows' activations (bf16,
+// converted once per matmul) on bf16 m16n8k16 tensor cores with fp32
+// accumulation: the numbers of the widen + GEMM path, without the 30 GB. Warp w
+// owns features 16w..16w+15. While the tensor cores work on one stretch, the
+// next stretch's units are in flight to registers and its activations to the
+// other half of a double buffer (cp.async).
+//
+// A 4096-feature matrix is only 64 CTAs, half of an H200's SMs, each walking
+// all of k: such matrices split k over gridDim.y CTAs, which write partial sums
+// that sum_splits_kernel adds in a fixed order (the result does not depend on
+// which split finishes first).
 constexpr int kQmmThreads = 128;
 constexpr int kQmmFeatures = 64;       // per CTA, 16 per warp
 constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
 constexpr int kQmmLd = kQmmK + 8;      // tile rows, in bf16: 16-byte aligned, and 8 of them on distinct banks
+constexpr int kQmmMaxSplits = 8;
+constexpr int kQmmMinStretches = 4;    // per split at least: each split refills its pipeline once
 
-size_t quant_gemm_smem_bytes(int m_tiles) { return sizeof(__nv_bfloat16) * kQmmLd * (kQmmFeatures + 16 * m_tiles); }
+size_t quant_gemm_smem_bytes(int m_tiles) {
+    return sizeof(__nv_bfloat16) * kQmmLd * (kQmmFeatures + 2 * 16 * m_tiles);
+}
 
-// MT: 16-row tiles of activations (rows <= 16 MT).
+// MT: 16-row tiles of activations (rows <= 16 MT). Split blockIdx.y takes
+// stretches [y * per_split, (y + 1) * per_split) and writes out + y * rows * n.
 template <class Q, int MT>
 __global__ void __launch_bounds__(kQmmThreads)
-    quant_gemm_kernel(const float* __restrict__ x, int32_t rows, int32_t k, const uint8_t* __restrict__ w, int32_t n,
-                      float* __restrict__ out) {
+    quant_gemm_kernel(const __nv_bfloat16* __restrict__ x, int32_t rows, int32_t k, const uint8_t* __restrict__ w,
+                      int32_t n, int32_t per_split, float* __restrict__ out) {
     constexpr int kBlocks = kQmmK / Q::kElems;                                // per feature and stretch
     constexpr int kUnitsPerThread = kQmmFeatures * kBlocks * Q::kUnits / kQmmThreads;  // 4 or 8
+    constexpr int kXTile = 16 * MT * kQmmLd;
     using Unit = typename Q::Unit;
     extern __shared__ float4 qmm_smem4[];
     __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [kQmmFeatures][kQmmLd]
-    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmLd;                    // [16 MT][kQmmLd]
+    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmLd;                    // [2][16 MT][kQmmLd]
     pdl_wait();
     const int32_t f0 = int32_t(blockIdx.x) * kQmmFeatures, blocks_per_row = k / Q::kElems;
+    const int32_t first = int32_t(blockIdx.y) * per_split, last = min((k + kQmmK - 1) / kQmmK, first + per_split);
+    out += int64_t(blockIdx.y) * rows * n;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
 
     // Thread t's j-th unit of a stretch: unit index t + j * kQmmThreads, as
@@ -251,27 +257,38 @@ __global__ void __launch_bounds__(kQmmThreads)
         b = i / Q::kUnits % kBlocks;
         u = i % Q::kUnits;
     };
-    auto load_units = [&](int32_t kb0, Unit (&units)[kUnitsPerThread]) {
+    auto load_units = [&](int32_t stretch, Unit (&units)[kUnitsPerThread]) {
 #pragma unroll
         for (int j = 0; j < kUnitsPerThread; ++j) {
             int f, b, u;
             unit_at(j, f, b, u);
-            const int64_t feature = min(f0 + f, n - 1), block = min(kb0 + b, blocks_per_row - 1);
+            const int64_t feature = min(f0 + f, n - 1), block = min(stretch * kBlocks + b, blocks_per_row - 1);
             units[j] = Q::load(w + (feature * blocks_per_row + block) * Q::kBytes, u);
+        }
+    };
+    // Rows past `rows` and columns past k are zeros.
+    auto load_x = [&](int stage, int32_t stretch) {
+        __nv_bfloat16* xs = x_s + stage * kXTile;
+        const int32_t k0 = stretch * kQmmK;
+        for (int i = threadIdx.x; i < 16 * MT * (kQmmK / 8); i += kQmmThreads) {
+            const int r = i / (kQmmK / 8), c = 8 * (i % (kQmmK / 8));
+            const bool ok = r < rows && k0 + c < k;
+            cp_async16(xs + r * kQmmLd + c, ok ? x + int64_t(r) * k + k0 + c : x, ok);
         }
     };
 
     Unit units[kUnitsPerThread];
-    load_units(0, units);
+    load_units(first, units);
+    load_x(0, first);
+    cp_async_commit();
     float acc[MT][2][4] = {};
     // ldmatrix row addresses (lane j: row j % 8 of matrix j / 8). A: rows x k,
     // matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
     // B: features x k, matrices (features 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
     const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
     const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-    const int32_t stretches = (k + kQmmK - 1) / kQmmK;
-    for (int32_t st = 0; st < stretches; ++st) {
-        const int32_t kb0 = st * kBlocks, k0 = st * kQmmK;
+    for (int32_t st = first; st < last; ++st) {
+        const int stage = (st - first) & 1;
         __syncthreads();  // every warp is done with the previous stretch's tiles
 #pragma unroll
         for (int j = 0; j < kUnitsPerThread; ++j) {
@@ -279,14 +296,12 @@ __global__ void __launch_bounds__(kQmmThreads)
             unit_at(j, f, b, u);
             decode_unit<Q>(units[j], u, w_s + f * kQmmLd + b * Q::kElems);
         }
-        for (int i = threadIdx.x; i < 16 * MT * (kQmmK / 4); i += kQmmThreads) {
-            const int r = i / (kQmmK / 4), c = 4 * (i % (kQmmK / 4));
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (r < rows && k0 + c < k) v = *reinterpret_cast<const float4*>(x + int64_t(r) * k + k0 + c);
-            *reinterpret_cast<uint2*>(x_s + r * kQmmLd + c) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
-        }
+        if (st + 1 < last) load_x(stage ^ 1, st + 1);
+        cp_async_commit();
+        cp_async_wait<1>();  // this stretch's activations have landed
         __syncthreads();
-        if (st + 1 < stretches) load_units(kb0 + kBlocks, units);  // in flight during the products
+        if (st + 1 < last) load_units(st + 1, units);  // in flight during the products
+        const __nv_bfloat16* xs = x_s + stage * kXTile;
 #pragma unroll 4
         for (int kk = 0; kk < kQmmK; kk += 16) {
             uint32_t bf[4];
@@ -294,7 +309,7 @@ __global__ void __launch_bounds__(kQmmThreads)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 uint32_t af[4];
-                ldmatrix_x4(af, x_s + (mt * 16 + a_row) * kQmmLd + kk + a_col);
+                ldmatrix_x4(af, xs + (mt * 16 + a_row) * kQmmLd + kk + a_col);
                 mma_bf16(acc[mt][0], af, bf[0], bf[1]);
                 mma_bf16(acc[mt][1], af, bf[2], bf[3]);
             }
@@ -310,6 +325,36 @@ __global__ void __launch_bounds__(kQmmThreads)
                 const int32_t r = mt * 16 + g8 + 8 * (e / 2), f = f0 + warp * 16 + nf * 8 + 2 * t4 + e % 2;
                 if (r < rows && f < n) out[int64_t(r) * n + f] = acc[mt][nf][e];
             }
+}
+
+// x (16-byte aligned, count a multiple of 4) rounded to bf16.
+__global__ void to_bf16_kernel(const float* __restrict__ x, int64_t count4, __nv_bfloat16* __restrict__ out) {
+    pdl_wait();
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count4; i += int64_t(gridDim.x) * blockDim.x) {
+        const float4 v = reinterpret_cast<const float4*>(x)[i];
+        reinterpret_cast<uint2*>(out)[i] = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+    }
+}
+
+// out[i] = parts[0][i] + parts[1][i] + ..., in that order.
+__global__ void sum_splits_kernel(const float* __restrict__ parts, int32_t splits, int64_t count,
+                                  float* __restrict__ out) {
+    pdl_wait();
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+        float sum = 0.0f;
+        for (int32_t p = 0; p < splits; ++p) sum += parts[p * count + i];
+        out[i] = sum;
+    }
+}
+
+int sm_count() {
+    static const int count = [] {
+        int device = 0, sms = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        return sms;
+    }();
+    return count;
 }
 
 // Calls f(Q{}) with the block struct of t.
@@ -336,15 +381,17 @@ void gemv(const float* x, int32_t k, const void* w, int32_t n, float* out, cudaS
 }
 
 template <class Q, int MT>
-void quant_gemm(const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out, cudaStream_t stream) {
+void quant_gemm(const __nv_bfloat16* x, int32_t rows, int32_t k, const void* w, int32_t n, int32_t splits,
+                int32_t per_split, float* out, cudaStream_t stream) {
     static bool opted_in = false;  // more than 48 KB of shared memory, once per instantiation
     const size_t smem = quant_gemm_smem_bytes(MT);
     if (!opted_in) {
         CUDA_CHECK(cudaFuncSetAttribute(quant_gemm_kernel<Q, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         opted_in = true;
     }
-    launch_pdl(quant_gemm_kernel<Q, MT>, unsigned((n + kQmmFeatures - 1) / kQmmFeatures), kQmmThreads, smem, stream,
-               x, rows, k, static_cast<const uint8_t*>(w), n, out);
+    const dim3 grid(unsigned((n + kQmmFeatures - 1) / kQmmFeatures), unsigned(splits));
+    launch_pdl(quant_gemm_kernel<Q, MT>, grid, kQmmThreads, smem, stream, x, rows, k, static_cast<const uint8_t*>(w),
+               n, per_split, out);
 }
 
 template <class Q, class Out>
@@ -384,27 +431,53 @@ void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const v
     CUDA_CHECK_LAUNCH();
 }
 
-bool quant_gemm_usable(const float* x, int32_t rows) {
+size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k) { return (size_t(rows) * k * 2 + 15) / 16 * 16; }
+
+bool quant_gemm_usable(const float* x, int32_t rows, int32_t k, size_t workspace_bytes) {
     static const bool enabled = [] {
         const char* v = std::getenv("MINFER_QUANT_MMA");
         return !(v && std::strcmp(v, "0") == 0);
     }();
-    return enabled && rows > kQuantGemvMaxRows && rows <= kQuantMmaMaxRows && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    return enabled && rows > kQuantGemvMaxRows && rows <= kQuantMmaMaxRows &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0 && quant_gemm_workspace_bytes(rows, k) <= workspace_bytes;
 }
 
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
-                       cudaStream_t stream) {
+                       void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (rows <= 0 || rows > kQuantMmaMaxRows) throw std::invalid_argument("launch_quant_gemm: rows must be 1..64");
-    if (reinterpret_cast<uintptr_t>(x) % 16) throw std::invalid_argument("launch_quant_gemm: x must be 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(workspace) % 16)
+        throw std::invalid_argument("launch_quant_gemm: x and the workspace must be 16-byte aligned");
+    const size_t x_bytes = quant_gemm_workspace_bytes(rows, k);
+    if (x_bytes > workspace_bytes) throw std::invalid_argument("launch_quant_gemm: workspace too small");
+    auto* xb = static_cast<__nv_bfloat16*>(workspace);
+    const int64_t count4 = int64_t(rows) * k / 4;
+    launch_pdl(to_bf16_kernel, unsigned(std::min<int64_t>((count4 + 255) / 256, 4 * sm_count())), 256, 0, stream, x,
+               count4, xb);
+
+    // Splits of k: enough CTAs for two a SM, each split kQmmMinStretches stretches
+    // at least, and their partial sums beside xb in the workspace.
+    const int32_t tiles = (n + kQmmFeatures - 1) / kQmmFeatures, stretches = (k + kQmmK - 1) / kQmmK;
+    const size_t part_bytes = sizeof(float) * size_t(rows) * n;
+    int32_t splits = std::min({(2 * sm_count() + tiles - 1) / tiles, kQmmMaxSplits,
+                               std::max(1, stretches / kQmmMinStretches)});
+    while (splits > 1 && x_bytes + splits * part_bytes > workspace_bytes) --splits;
+    const int32_t per_split = (stretches + splits - 1) / splits;
+    splits = (stretches + per_split - 1) / per_split;  // none empty
+    float* parts = splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + x_bytes) : out;
     with_type(t, [&](auto q) {
         using Q = decltype(q);
         switch ((rows + 15) / 16) {
-            case 1: quant_gemm<Q, 1>(x, rows, k, w, n, out, stream); break;
-            case 2: quant_gemm<Q, 2>(x, rows, k, w, n, out, stream); break;
-            case 3: quant_gemm<Q, 3>(x, rows, k, w, n, out, stream); break;
-            default: quant_gemm<Q, 4>(x, rows, k, w, n, out, stream); break;
+            case 1: quant_gemm<Q, 1>(xb, rows, k, w, n, splits, per_split, parts, stream); break;
+            case 2: quant_gemm<Q, 2>(xb, rows, k, w, n, splits, per_split, parts, stream); break;
+            case 3: quant_gemm<Q, 3>(xb, rows, k, w, n, splits, per_split, parts, stream); break;
+            default: quant_gemm<Q, 4>(xb, rows, k, w, n, splits, per_split, parts, stream); break;
         }
     });
+    if (splits > 1) {
+        const int64_t count = int64_t(rows) * n;
+        launch_pdl(sum_splits_kernel, unsigned(std::min<int64_t>((count + 255) / 256, 4 * sm_count())), 256, 0,
+                   stream, static_cast<const float*>(parts), splits, count, out);
+    }
     CUDA_CHECK_LAUNCH();
 }
 

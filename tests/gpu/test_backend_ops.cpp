@@ -369,8 +369,9 @@ public:
 
     // Each case runs over a float32 pool and over a bf16 one (the same keys and
     // values rounded, given to both backends as bf16). Over a bf16 pool the
-    // tensor-core kernels (decode_bf16_kernel, prefill_bf16_kernel) round Q and P
-    // to bf16 as well: the CPU keeps them in fp32, hence the threshold.
+    // tensor-core kernels round P to bf16 (and prefill_bf16_kernel Q as well;
+    // decode_bf16_kernel keeps Q as two bf16 parts): the CPU keeps them in fp32,
+    // hence the threshold.
     void attention_case(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const char* kind_name,
                         const std::vector<Seq>& seqs, double threshold) {
         attention_case(hd, nh, nkv, bs, window, kind_name, seqs, threshold, KVDType::F32);
