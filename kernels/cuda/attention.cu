@@ -976,6 +976,7 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     for (int f = 0; f < kOFrag; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     // ldmatrix row addresses: lane j points at row j % 8 of matrix j / 8.
+    const int32_t q_row = (lane & 7) + ((lane >> 3) & 1) * 8, q_dim = (lane >> 4) * 8;  // Q: heads x dims
     const int32_t k_key = (lane & 7) + (lane >> 4) * 8, k_dim = ((lane >> 3) & 1) * 8;  // K: keys x dims
     const int32_t v_key = (lane & 7) + ((lane >> 3) & 1) * 8, v_dim = (lane >> 4) * 8;  // V: keys x dims, transposed
 
@@ -998,11 +999,8 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
                     ldmatrix_x4(kf, ks + k_key * ld + kb * 16 + k_dim);
 #pragma unroll
                     for (int part = 0; part < 2; ++part) {  // hi, then lo
-                        const bf16* qa = (part ? qlo_s : q_s) + kb * 16 + 2 * t4;
-                        const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
-                                                *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
-                                                *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
-                                                *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
+                        uint32_t af[4];
+                        ldmatrix_x4(af, (part ? qlo_s : q_s) + q_row * ld + kb * 16 + q_dim);
                         mma_bf16(s[0], af, kf[0], kf[1]);
                         mma_bf16(s[1], af, kf[2], kf[3]);
                     }

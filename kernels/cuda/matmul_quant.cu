@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kWidenThreads)
 //
 // Widening whole matrices before the cuBLASLt GEMM costs a 64-sequence decode
 // step of llama3-8b Q4_K_M 4.9 GB read and 15 GB written, then the 15 GB read
-// again. This kernel reads each block once: a CTA owns 64 output features for
+// again. This kernel reads each block once: a CTA owns 128 output features for
 // all of the step's rows, and for each stretch of 256 weights along k it
 // decodes its features' units into a bf16 tile in shared memory (decode_unit,
 // as the widening does) and multiplies it with the rows' activations (bf16,
@@ -214,12 +214,14 @@ __global__ void __launch_bounds__(kWidenThreads)
 // next stretch's units are in flight to registers and its activations to the
 // other half of a double buffer (cp.async).
 //
-// A 4096-feature matrix is only 64 CTAs, half of an H200's SMs, each walking
-// all of k: such matrices split k over gridDim.y CTAs, which write partial sums
+// Each CTA reads the activations of every row: the more features it owns, the
+// less often they are read (64 rows of one stretch are 32 KB from L2 against
+// 18 KB of Q4_K weights for 128 features). A 4096-feature matrix is then only
+// 32 CTAs, a quarter of an H200's SMs, each walking all of k: such matrices split k over gridDim.y CTAs, which write partial sums
 // that sum_splits_kernel adds in a fixed order (the result does not depend on
 // which split finishes first).
-constexpr int kQmmThreads = 128;
-constexpr int kQmmFeatures = 64;       // per CTA, 16 per warp
+constexpr int kQmmThreads = 256;
+constexpr int kQmmFeatures = 128;      // per CTA, 16 per warp
 constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
 constexpr int kQmmLd = kQmmK + 8;      // tile rows, in bf16: 16-byte aligned, and 8 of them on distinct banks
 constexpr int kQmmMaxSplits = 8;
@@ -237,6 +239,7 @@ __global__ void __launch_bounds__(kQmmThreads)
                       int32_t n, int32_t per_split, float* __restrict__ out) {
     constexpr int kBlocks = kQmmK / Q::kElems;                                // per feature and stretch
     constexpr int kUnitsPerThread = kQmmFeatures * kBlocks * Q::kUnits / kQmmThreads;  // 4 or 8
+    static_assert(kQmmFeatures == 16 * (kQmmThreads / 32), "a warp owns 16 features");
     constexpr int kXTile = 16 * MT * kQmmLd;
     using Unit = typename Q::Unit;
     extern __shared__ float4 qmm_smem4[];
@@ -454,7 +457,7 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
     launch_pdl(to_bf16_kernel, unsigned(std::min<int64_t>((count4 + 255) / 256, 4 * sm_count())), 256, 0, stream, x,
                count4, xb);
 
-    // Splits of k: enough CTAs for two a SM, each split kQmmMinStretches stretches
+    // Splits of k: two waves of CTAs (one fits an SM), each split kQmmMinStretches stretches
     // at least, and their partial sums beside xb in the workspace.
     const int32_t tiles = (n + kQmmFeatures - 1) / kQmmFeatures, stretches = (k + kQmmK - 1) / kQmmK;
     const size_t part_bytes = sizeof(float) * size_t(rows) * n;
