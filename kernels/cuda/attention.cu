@@ -895,13 +895,16 @@ constexpr int kDecMmaKeys = 64;                           // keys per tile
 constexpr int kDecMmaWarpKeys = kDecMmaKeys / kDecWarps;  // 16: two n-fragments of S, one k-step of P V
 
 
-// Rows of Q (16), K and V are hd16 + 8 bf16: 16-byte aligned for cp.async and
-// ldmatrix, and 8 rows at that stride fall on distinct banks. After the loop the
-// same memory holds the warps' partial outputs for the merge.
+// Rows of Q, K and V are hd16 + 8 bf16: 16-byte aligned for cp.async and
+// ldmatrix, and 8 rows at that stride fall on distinct banks. Q keeps only the
+// group's rows (hi, then lo) and one row of zeros, which the A operand's other
+// rows point at: 72 KB a block at head_dim 128 and a group of 4, three blocks
+// an SM (16 rows of each part would be 78 KB, and two). After the loop the same
+// memory holds the warps' partial outputs for the merge.
 size_t decode_bf16_smem_bytes(HeadShape heads) {
     const size_t ld = size_t((heads.head_dim + 15) / 16 * 16 + 8);
     const size_t group = size_t(heads.n_heads / heads.n_kv_heads);
-    const size_t tiles = sizeof(bf16) * ld * (2 * 16 + 2 * 2 * kDecMmaKeys);
+    const size_t tiles = sizeof(bf16) * ld * (2 * group + 1 + 2 * 2 * kDecMmaKeys);
     const size_t merge = sizeof(float) * kDecWarps * group * (size_t(heads.head_dim) + 2);
     return std::max(tiles, merge);
 }
@@ -918,9 +921,8 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     const int32_t hd = a.heads.head_dim, hd16 = (hd + 15) / 16 * 16, ld = hd16 + 8, n_heads = a.heads.n_heads;
     const int32_t group = n_heads / a.heads.n_kv_heads, bs = st.block_size, head0 = kvh * group;
     const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
-    bf16* q_s = reinterpret_cast<bf16*>(dec16_smem4);  // [16][ld]: bf16(q)
-    bf16* qlo_s = q_s + 16 * ld;                        // [16][ld]: bf16(q - bf16(q))
-    bf16* k_s = qlo_s + 16 * ld;                        // [2][kDecMmaKeys][ld]
+    bf16* q_s = reinterpret_cast<bf16*>(dec16_smem4);  // [group][ld] bf16(q), [group][ld] bf16(q - bf16(q)), [ld] zeros
+    bf16* k_s = q_s + (2 * group + 1) * ld;             // [2][kDecMmaKeys][ld]
     bf16* v_s = k_s + 2 * kDecMmaKeys * ld;             // [2][kDecMmaKeys][ld]
 
     const int32_t pos = st.positions[row];
@@ -955,15 +957,19 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     load_tile(0, lo);
     cp_async_commit();
     // Q: row r of the A operand is head head0 + r, as hi + lo; rows past the
-    // group and columns past head_dim are zeros.
+    // group read the zero row, and columns past head_dim are zeros.
     const int32_t pairs16 = hd16 / 2;
-    for (int32_t i = threadIdx.x; i < 16 * pairs16; i += kDecThreads) {
+    for (int32_t i = threadIdx.x; i < (group + 1) * pairs16; i += kDecThreads) {
         const int32_t r = i / pairs16, c = 2 * (i - r * pairs16);
+        if (r == group) {
+            *reinterpret_cast<uint32_t*>(q_s + 2 * group * ld + c) = 0u;
+            continue;
+        }
         float2 x = make_float2(0.0f, 0.0f);
-        if (r < group && c < hd) x = *reinterpret_cast<const float2*>(q + (int64_t(row) * n_heads + head0 + r) * hd + c);
+        if (c < hd) x = *reinterpret_cast<const float2*>(q + (int64_t(row) * n_heads + head0 + r) * hd + c);
         const __nv_bfloat162 hi = __floats2bfloat162_rn(x.x, x.y);
         *reinterpret_cast<__nv_bfloat162*>(q_s + r * ld + c) = hi;
-        *reinterpret_cast<uint32_t*>(qlo_s + r * ld + c) =
+        *reinterpret_cast<uint32_t*>(q_s + (group + r) * ld + c) =
             pack_bf16(x.x - __low2float(hi), x.y - __high2float(hi));
     }
 
@@ -977,6 +983,8 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     // ldmatrix row addresses: lane j points at row j % 8 of matrix j / 8.
     const int32_t q_row = (lane & 7) + ((lane >> 3) & 1) * 8, q_dim = (lane >> 4) * 8;  // Q: heads x dims
+    const bf16* q_hi = q_s + (q_row < group ? q_row : 2 * group) * ld + q_dim;
+    const bf16* q_lo = q_s + (q_row < group ? group + q_row : 2 * group) * ld + q_dim;
     const int32_t k_key = (lane & 7) + (lane >> 4) * 8, k_dim = ((lane >> 3) & 1) * 8;  // K: keys x dims
     const int32_t v_key = (lane & 7) + ((lane >> 3) & 1) * 8, v_dim = (lane >> 4) * 8;  // V: keys x dims, transposed
 
@@ -1000,7 +1008,7 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
 #pragma unroll
                     for (int part = 0; part < 2; ++part) {  // hi, then lo
                         uint32_t af[4];
-                        ldmatrix_x4(af, (part ? qlo_s : q_s) + q_row * ld + kb * 16 + q_dim);
+                        ldmatrix_x4(af, (part ? q_lo : q_hi) + kb * 16);
                         mma_bf16(s[0], af, kf[0], kf[1]);
                         mma_bf16(s[1], af, kf[2], kf[3]);
                     }
