@@ -203,6 +203,10 @@ public:
     // requests, not the host's own overhead, so it is not an idle gap.
     virtual void wait_for_work() {}
     virtual void reset_traffic() {}
+    // Starts (true) or stops (false) the device profiler's collection, after the
+    // work queued so far: `ncu --profile-from-start off` then sees only what lies
+    // between (CUDA: cudaProfilerStart/Stop). Nothing on the CPU.
+    virtual void profiler_range(bool collect) { (void)collect; }
 };
 
 // MemAvailable and MemTotal of /proc/meminfo (0 if unknown).

@@ -20,6 +20,9 @@ struct LatencyOptions {
     int32_t block_size = 16;
     uint64_t seed = 0;
     bool enforce_eager = false;  // no CUDA graphs
+    // > 0: the device profiler collects the first profile_steps decode steps of
+    // the last run, and nothing else (backend.profiler_range; for ncu).
+    int32_t profile_steps = 0;
     std::optional<KVDType> kv_dtype;  // the KV pool's elements; unset: the backend's default
 };
 

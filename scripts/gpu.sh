@@ -29,9 +29,10 @@
 #   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
 #                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
 #                 results and plots into $LOGS/serve-bench
-#   --profile     per-kernel GPU time of decode (ncu, eager, input 16, output 17: one
-#                 prefill and 16 decode steps) for PROFILE_RUNS="PRESET:DTYPE:BATCH ..."
-#                 (default llama3-1b:bf16:1 llama3-8b:bf16:64), summed per kernel by
+#   --profile     per-kernel GPU time of decode (ncu, eager, 16 decode steps after a
+#                 512-token prefill), with DRAM bytes and speed-of-light percentages, for
+#                 PROFILE_RUNS="PRESET:DTYPE:BATCH ..." (default llama3-1b:bf16:1
+#                 llama3-8b:bf16:64), summed per kernel, each with its limiter, by
 #                 scripts/kernel_times.py into $LOGS/profile-*.log
 #   --profile-kernel RE  ncu's full report (--set full) of one decode-step launch of each
 #                 kernel whose name matches RE, in an eager run of PROFILE_KERNEL_RUN
@@ -359,17 +360,26 @@ if [ -n "$PROFILE_KERNEL" ]; then
   run_phase ncu-kernel profile_kernel
 fi
 if ((DO_PROFILE)); then
-  # ncu times each kernel alone (serialized, clocks left as they are); the sum per
-  # step, set against the graph step time of --bench, shows what launches and gaps cost.
+  # ncu times each kernel alone (serialized, clocks left as they are) in 16 decode
+  # steps at the bench's context (512 + 1..16; `bench latency --profile-steps`
+  # brackets them, so the prefill is not counted); the sum per step, set against
+  # the graph step time of --bench, shows what launches and gaps cost. DRAM bytes
+  # and ncu's speed-of-light percentages name each kernel's limiter
+  # (scripts/kernel_times.py); where this ncu lacks a metric, time alone.
   profile_decode() {  # PRESET:DTYPE:BATCH
-    local ncu path csv preset dtype batch
+    local ncu path csv preset dtype batch metrics
     IFS=: read -r preset dtype batch <<<"$1"
     ncu=$(find_ncu) || { echo "no ncu"; return 1; }
     path=$(synth_model "$preset" "$dtype")
     csv=$LOGS/ncu-$preset-$dtype-$batch.csv
-    "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-      "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 16 \
-      --output-len 17 --repetitions 1 --warmup 0 >"$csv" || return 1
+    metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+    metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
+    for m in "$metrics" gpu__time_duration.sum; do
+      "$ncu" --clock-control none --profile-from-start off --metrics "$m" --csv --page raw --print-units base \
+        "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 512 \
+        --output-len 17 --repetitions 1 --warmup 0 --profile-steps 16 >"$csv" && break
+      echo "ncu failed with --metrics $m"
+    done
     python3 scripts/kernel_times.py "$csv" --steps 16
   }
   for run in ${PROFILE_RUNS:-llama3-1b:bf16:1 llama3-8b:bf16:64}; do

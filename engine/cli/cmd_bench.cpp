@@ -2,6 +2,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 
@@ -30,6 +31,8 @@ int bench_latency_cmd(int argc, char** argv) {
         ("device", "cpu, cuda, or auto", cxxopts::value<std::string>()->default_value("auto"))
         ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
         ("enforce-eager", "never record decode steps as CUDA graphs")
+        ("profile-steps", "the device profiler collects only the first N decode steps of the last run "
+                          "(for ncu --profile-from-start off)", cxxopts::value<int32_t>()->default_value("0"))
         ("json", "print one JSON object")
         ("h,help", "show this help");
     // clang-format on
@@ -49,11 +52,15 @@ int bench_latency_cmd(int argc, char** argv) {
     o.repetitions = args["repetitions"].as<int32_t>();
     o.warmup = args["warmup"].as<int32_t>();
     o.enforce_eager = args.count("enforce-eager") > 0;
+    o.profile_steps = args["profile-steps"].as<int32_t>();
     o.kv_dtype = kv_cache_dtype_from(args);
     if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
     if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
     if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
     if (o.repetitions <= 0 || o.warmup < 0) throw UsageError("--repetitions must be > 0 and --warmup >= 0");
+    if (o.profile_steps < 0 || o.profile_steps > std::max(0, o.output_len - 1))
+        throw UsageError(fmt::format("--profile-steps must be in 0..{} (the decode steps: --output-len - 1)",
+                                     std::max(0, o.output_len - 1)));
     const std::string path = args.count("synthetic") ? fmt::format("synthetic:{}", args["synthetic"].as<std::string>())
                                                      : args["model"].as<std::string>();
     auto backend = backend_from(args);

@@ -6,6 +6,7 @@
 // wait for it, so to the caller they are synchronous.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -440,6 +441,10 @@ public:
     StepTraffic traffic() const override { return traffic_; }
     double device_idle_seconds() const override { return traffic_.idle_seconds_total; }
     void wait_for_work() override { have_last_end_ = false; }
+    void profiler_range(bool collect) override {
+        synchronize();
+        CUDA_CHECK(collect ? cudaProfilerStart() : cudaProfilerStop());
+    }
 
     void reset_traffic() override {
         const int32_t recordings = traffic_.recordings;

@@ -30,6 +30,8 @@ def assert_clean_failure(proc, *needles):
     (["serve", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["generate", "--input", "nowhere.jsonl", "--output", "o.jsonl", "--kv-cache-dtype", "half"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["bench", "latency", "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
+    (["bench", "latency", "--output-len", "8", "--profile-steps", "8"], "--profile-steps must be in 0..7"),
+    (["bench", "latency", "--profile-steps=-1"], "--profile-steps must be in"),
 ])
 def test_bad_flags(args, needle):
     assert_clean_failure(run_minfer(*args, check=False), needle)
