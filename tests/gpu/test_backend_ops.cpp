@@ -49,11 +49,11 @@ constexpr double kF32 = 1e-5;       // fp32 on both sides, different summation o
 constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
-constexpr double kQ8Gemm = 2e-2;
+constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
 // --quantization fp8, against a host model of the same rounding (fp8_host.h):
 constexpr double kFp8Gemv = 3e-5;   // fp32 FMAs on exact e4m3 weights: only the summation order differs
 constexpr double kFp8Gemm = 5e-4;   // Hopper's FP8 tensor cores keep ~14-bit partial sums between fp32 promotions
-constexpr double kFp8Real = 6e-2;   // against the unquantized f32 product: e4m3's 3-bit mantissa (~3% per operand)    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+constexpr double kFp8Real = 6e-2;   // against the unquantized f32 product: e4m3's 3-bit mantissa (~3% per operand)
 // Attention: 3xTF32 products on the tensor cores (~2^-21 relative each) and
 // fp32 online softmax; the CPU sums scores and outputs sequentially in fp32.
 constexpr double kAttn = 2e-5;
@@ -61,7 +61,8 @@ constexpr double kAttnLong = 5e-5;
 // RoPE into a bf16 pool: the GPU's sincosf differs from the CPU's by an ulp or so,
 // which now and then moves a rotated key to the neighbouring bf16 (2^-8 relative).
 constexpr double kBf16Pool = 1e-3;
-// Attention with Q and P rounded to bf16 for the tensor cores (2^-9 relative each).
+// Attention on bf16 tensor cores: P rounded to bf16, and prefill's Q (2^-9 relative
+// each; decode_bf16_kernel keeps Q as hi + lo).
 constexpr double kAttnBf16 = 1e-2;  // 16K-32K keys: the CPU's sequential fp32 sums drift ~eps*sqrt(n)
 
 // The quantized types the CUDA backend keeps quantized.
