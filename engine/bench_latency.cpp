@@ -116,8 +116,8 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
         backend.reset_traffic();
         const auto t1 = clock::now();
         const bool profiled = o.profile_steps > 0 && run + 1 == o.warmup + o.repetitions;
+        if (profiled) backend.profiler_range(true);
         for (int32_t step = 0; step + 1 < o.output_len; ++step) {
-            if (profiled && step == 0) backend.profiler_range(true);
             runner.forward(plan_rows(o.input_len + step, 1));
             sample_next(o.input_len + step + 1);
             if (profiled && step + 1 == o.profile_steps) backend.profiler_range(false);

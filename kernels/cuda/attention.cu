@@ -30,13 +30,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
@@ -1141,10 +1140,7 @@ void launch_decode_bf16(const DeviceStep& st, const float* q, const bf16* k_pool
 // MINFER_DECODE_MMA=0: decode over a bf16 pool through the scalar decode_kernel
 // instead of decode_bf16_kernel (to measure one against the other).
 bool decode_mma_enabled() {
-    static const bool enabled = [] {
-        const char* v = std::getenv("MINFER_DECODE_MMA");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool enabled = env_switch_on("MINFER_DECODE_MMA");
     return enabled;
 }
 

@@ -328,7 +328,7 @@ public:
             gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
         } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
-        } else if (w.quant && cuda::quant_gemm_usable(x, rows, int32_t(w.cols), scratch_bytes_)) {
+        } else if (w.quant && cuda::quant_gemm_usable(rows, int32_t(w.cols), scratch_bytes_)) {
             cuda::launch_quant_gemm(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, scratch_,
                                     scratch_bytes_, stream_);
         } else if (w.quant) {

@@ -158,7 +158,7 @@ constexpr int kQuantGemvMaxRows = 8;
 void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        cudaStream_t stream);
 // out[rows, n] = x[rows, k] * W^T for 1..kQuantMmaMaxRows rows on the tensor cores,
-// each block decoded once into shared memory (batched decode); x 16-byte aligned.
+// each block decoded once into shared memory (batched decode).
 // The workspace holds x in bf16 (quant_gemm_workspace_bytes) and, where room
 // is left, partial sums of splits along k for matrices of few output features.
 constexpr int kQuantMmaMaxRows = 64;
@@ -166,9 +166,9 @@ size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k);
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // Whether the backend takes launch_quant_gemm for a matmul of `rows` rows (more than
-// the GEMV's, up to kQuantMmaMaxRows, x aligned, the workspace large enough;
+// the GEMV's, up to kQuantMmaMaxRows, the workspace large enough;
 // MINFER_QUANT_MMA=0 says never, to compare it with widening + cuBLASLt).
-bool quant_gemm_usable(const float* x, int32_t rows, int32_t k, size_t workspace_bytes);
+bool quant_gemm_usable(int32_t rows, int32_t k, size_t workspace_bytes);
 // out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
 void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
                             cudaStream_t stream);
@@ -252,5 +252,7 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 void launch_add_bias(float* out, const float* bias, int32_t rows, int64_t n, cudaStream_t stream);
+// out[r, c] = bf16(x[r, c]) for c < k, zeros for k <= c < ld (the GEMMs' activations).
+void launch_rows_to_bf16(const float* x, int32_t rows, int64_t k, int64_t ld, void* out, cudaStream_t stream);
 
 }  // namespace minfer::cuda

@@ -85,6 +85,12 @@ using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, uin
 
 }  // namespace
 
+void launch_rows_to_bf16(const float* x, int32_t rows, int64_t k, int64_t ld, void* out, cudaStream_t stream) {
+    const int64_t total = int64_t(rows) * ld;
+    launch_pdl(convert_rows_kernel<__nv_bfloat16>, grid_for(total), kThreads, 0, stream, x, k, ld, total,
+               static_cast<__nv_bfloat16*>(out));
+}
+
 struct CublasLtGemm::Impl {
     cudaStream_t stream = nullptr;
     cublasLtHandle_t handle = nullptr;
@@ -219,8 +225,7 @@ void CublasLtGemm::run_many(const float* x, int32_t rows, int64_t k, const GemvT
         }
         const int64_t total = int64_t(rows) * ldw;
         if (type == DType::BF16)
-            launch_pdl(convert_rows_kernel<__nv_bfloat16>, grid_for(total), kThreads, 0, s.stream, x, k, ldw, total,
-                       static_cast<__nv_bfloat16*>(s.xh));
+            launch_rows_to_bf16(x, rows, k, ldw, s.xh, s.stream);
         else
             launch_pdl(convert_rows_kernel<__half>, grid_for(total), kThreads, 0, s.stream, x, k, ldw, total,
                        static_cast<__half*>(s.xh));

@@ -17,13 +17,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
@@ -217,9 +216,10 @@ __global__ void __launch_bounds__(kWidenThreads)
 // Each CTA reads the activations of every row: the more features it owns, the
 // less often they are read (64 rows of one stretch are 32 KB from L2 against
 // 18 KB of Q4_K weights for 128 features). A 4096-feature matrix is then only
-// 32 CTAs, a quarter of an H200's SMs, each walking all of k: such matrices split k over gridDim.y CTAs, which write partial sums
-// that sum_splits_kernel adds in a fixed order (the result does not depend on
-// which split finishes first).
+// 32 CTAs, a quarter of an H200's SMs, each walking all of k: such matrices
+// split k over gridDim.y CTAs, which write partial sums that sum_splits_kernel
+// adds in a fixed order (the result does not depend on which split finishes
+// first).
 constexpr int kQmmThreads = 256;
 constexpr int kQmmFeatures = 128;      // per CTA, 16 per warp
 constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
@@ -330,15 +330,6 @@ __global__ void __launch_bounds__(kQmmThreads)
             }
 }
 
-// x (16-byte aligned, count a multiple of 4) rounded to bf16.
-__global__ void to_bf16_kernel(const float* __restrict__ x, int64_t count4, __nv_bfloat16* __restrict__ out) {
-    pdl_wait();
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count4; i += int64_t(gridDim.x) * blockDim.x) {
-        const float4 v = reinterpret_cast<const float4*>(x)[i];
-        reinterpret_cast<uint2*>(out)[i] = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
-    }
-}
-
 // out[i] = parts[0][i] + parts[1][i] + ..., in that order.
 __global__ void sum_splits_kernel(const float* __restrict__ parts, int32_t splits, int64_t count,
                                   float* __restrict__ out) {
@@ -436,26 +427,21 @@ void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const v
 
 size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k) { return (size_t(rows) * k * 2 + 15) / 16 * 16; }
 
-bool quant_gemm_usable(const float* x, int32_t rows, int32_t k, size_t workspace_bytes) {
-    static const bool enabled = [] {
-        const char* v = std::getenv("MINFER_QUANT_MMA");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+bool quant_gemm_usable(int32_t rows, int32_t k, size_t workspace_bytes) {
+    static const bool enabled = env_switch_on("MINFER_QUANT_MMA");
     return enabled && rows > kQuantGemvMaxRows && rows <= kQuantMmaMaxRows &&
-           reinterpret_cast<uintptr_t>(x) % 16 == 0 && quant_gemm_workspace_bytes(rows, k) <= workspace_bytes;
+           quant_gemm_workspace_bytes(rows, k) <= workspace_bytes;
 }
 
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (rows <= 0 || rows > kQuantMmaMaxRows) throw std::invalid_argument("launch_quant_gemm: rows must be 1..64");
-    if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(workspace) % 16)
-        throw std::invalid_argument("launch_quant_gemm: x and the workspace must be 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(workspace) % 16)
+        throw std::invalid_argument("launch_quant_gemm: the workspace must be 16-byte aligned");
     const size_t x_bytes = quant_gemm_workspace_bytes(rows, k);
     if (x_bytes > workspace_bytes) throw std::invalid_argument("launch_quant_gemm: workspace too small");
     auto* xb = static_cast<__nv_bfloat16*>(workspace);
-    const int64_t count4 = int64_t(rows) * k / 4;
-    launch_pdl(to_bf16_kernel, unsigned(std::min<int64_t>((count4 + 255) / 256, 4 * sm_count())), 256, 0, stream, x,
-               count4, xb);
+    launch_rows_to_bf16(x, rows, k, k, xb, stream);
 
     // Splits of k: two waves of CTAs (one fits an SM), each split kQmmMinStretches stretches
     // at least, and their partial sums beside xb in the workspace.

@@ -10,11 +10,10 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 
 namespace minfer::cuda {
 
@@ -25,10 +24,7 @@ __device__ __forceinline__ void pdl_wait() {
 }
 
 inline bool pdl_enabled() {
-    static const bool enabled = [] {
-        const char* v = std::getenv("MINFER_PDL");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool enabled = env_switch_on("MINFER_PDL");
     return enabled;
 }
 

@@ -447,8 +447,8 @@ public:
         // single block, on tiles of 1024 weights with a partial last one, and
         // past 4 tiles per row (a warp's second and third tile); the tensor-core
         // GEMM (rows 9..64: 1 to 4 row tiles, a partial last stretch of k, a
-        // partial last CTA of features); widening + the bf16 GEMM (rows > 64,
-        // or x not 16-byte aligned); odd feature counts.
+        // partial last CTA of features, x not 16-byte aligned); widening + the
+        // bf16 GEMM (rows > 64); odd feature counts.
         for (GGMLType type : kQuantTypes) {
             const int32_t b = int32_t(block_elems(type));
             const Shape qshapes[] = {{8, b, 1, false},     {1, 3 * b, 7, false},      {2, 1024 + b, 33, true},
@@ -456,7 +456,7 @@ public:
                                      {1, 256, 4097, false}, {7, 2048 + b, 65, true},  {9, 2 * b, 33, false},
                                      {64, 1024 + b, 7, false}, {200, 4096, 33, false}, {200, b, 1, true},
                                      {17, 4096, 65, false}, {40, 2048 + b, 100, false}, {64, 4096, 128, false},
-                                     {33, 1024 + b, 70, true}};  // unaligned x: widening + cuBLASLt
+                                     {33, 1024 + b, 70, true}};
             for (const Shape& s : qshapes) matmul_case(type, s, i++ % 2 == 1, kQ8Gemm);
         }
     }
