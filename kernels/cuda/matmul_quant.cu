@@ -223,12 +223,35 @@ __global__ void __launch_bounds__(kWidenThreads)
 constexpr int kQmmThreads = 256;
 constexpr int kQmmFeatures = 128;      // per CTA, 16 per warp
 constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
-constexpr int kQmmLd = kQmmK + 8;      // tile rows, in bf16: 16-byte aligned, and 8 of them on distinct banks
+constexpr int kQmmLd = kQmmK + 8;      // activation rows, in bf16: 16-byte aligned, and 8 of them on distinct banks
+// Weight rows: 8 bf16 of padding after every 64 columns, and 8 at the end. The
+// threads of a warp decode units of 4 features (8 units each): unpadded, a
+// unit's columns 64(u/2) + ... put units u, u+2, u+4, u+6 on the same banks
+// (ncu: shared stores 8.1-way conflicted, 75% of their wavefronts). The padding
+// moves each 64 columns 4 banks on; rows 148 words apart keep ldmatrix's 8
+// rows on distinct banks.
+constexpr int kQmmWLd = kQmmK + kQmmK / 64 * 8 + 8;
+__device__ __forceinline__ int qmm_wcol(int c) { return c + (c >> 6) * 8; }
+
+// decode_unit into a weight tile row: the block starts at column `first`, and
+// column c lies at qmm_wcol(c).
+template <class Q>
+__device__ __forceinline__ void decode_unit_padded(const typename Q::Unit& unit, int u, __nv_bfloat16* row,
+                                                   int first) {
+#pragma unroll
+    for (int s = 0; s < Q::kSubs; ++s) {
+        float v[8];
+        Q::dequant(unit, s, v);
+        store4(row + qmm_wcol(first + Q::col(u, s, 0)), v);
+        store4(row + qmm_wcol(first + Q::col(u, s, 1)), v + 4);
+    }
+}
+
 constexpr int kQmmMaxSplits = 8;
 constexpr int kQmmMinStretches = 4;    // per split at least: each split refills its pipeline once
 
 size_t quant_gemm_smem_bytes(int m_tiles) {
-    return sizeof(__nv_bfloat16) * kQmmLd * (kQmmFeatures + 2 * 16 * m_tiles);
+    return sizeof(__nv_bfloat16) * (kQmmWLd * kQmmFeatures + kQmmLd * 2 * 16 * m_tiles);
 }
 
 // MT: 16-row tiles of activations (rows <= 16 MT). Split blockIdx.y takes
@@ -243,8 +266,8 @@ __global__ void __launch_bounds__(kQmmThreads)
     constexpr int kXTile = 16 * MT * kQmmLd;
     using Unit = typename Q::Unit;
     extern __shared__ float4 qmm_smem4[];
-    __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [kQmmFeatures][kQmmLd]
-    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmLd;                    // [2][16 MT][kQmmLd]
+    __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [kQmmFeatures][kQmmWLd]
+    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmWLd;                   // [2][16 MT][kQmmLd]
     pdl_wait();
     const int32_t f0 = int32_t(blockIdx.x) * kQmmFeatures, blocks_per_row = k / Q::kElems;
     const int32_t first = int32_t(blockIdx.y) * per_split, last = min((k + kQmmK - 1) / kQmmK, first + per_split);
@@ -297,7 +320,7 @@ __global__ void __launch_bounds__(kQmmThreads)
         for (int j = 0; j < kUnitsPerThread; ++j) {
             int f, b, u;
             unit_at(j, f, b, u);
-            decode_unit<Q>(units[j], u, w_s + f * kQmmLd + b * Q::kElems);
+            decode_unit_padded<Q>(units[j], u, w_s + f * kQmmWLd, b * Q::kElems);
         }
         if (st + 1 < last) load_x(stage ^ 1, st + 1);
         cp_async_commit();
@@ -308,7 +331,7 @@ __global__ void __launch_bounds__(kQmmThreads)
 #pragma unroll 4
         for (int kk = 0; kk < kQmmK; kk += 16) {
             uint32_t bf[4];
-            ldmatrix_x4(bf, w_s + (warp * 16 + b_row) * kQmmLd + kk + b_col);
+            ldmatrix_x4(bf, w_s + (warp * 16 + b_row) * kQmmWLd + qmm_wcol(kk) + b_col);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 uint32_t af[4];
