@@ -57,6 +57,35 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Where a kv head's keys lie in a bf16 pool: the sequence's block table, and
+// the last key a tile may hold (later ones are zero-filled).
+struct KvTileSource {
+    const int32_t* table;
+    int32_t block_size;
+    int64_t kv_row;  // elements per token: n_kv_heads * head_dim
+    int32_t kvh, hd, hd16;
+    int32_t hi;
+};
+
+// Keys t0..t0+Keys-1 of K and V into rows of ld bf16 (hd16 used), one 16-byte
+// cp.async a piece; keys past src.hi and columns past head_dim are zeros.
+template <int Keys, int Threads>
+__device__ __forceinline__ void load_kv_tile_bf16(const KvTileSource& src, const __nv_bfloat16* k_pool,
+                                                  const __nv_bfloat16* v_pool, int32_t t0, __nv_bfloat16* ks,
+                                                  __nv_bfloat16* vs, int32_t ld) {
+    const int32_t copies16 = src.hd16 / 8, copies = src.hd / 8;
+    for (int32_t i = threadIdx.x; i < Keys * copies16; i += Threads) {
+        const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
+        const bool ok = t <= src.hi && c < copies;
+        int64_t off = 0;
+        if (ok)
+            off = (int64_t(src.table[t / src.block_size]) * src.block_size + t % src.block_size) * src.kv_row +
+                  int64_t(src.kvh) * src.hd + c * 8;
+        cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
+        cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
+    }
+}
+
 __device__ __forceinline__ int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 ? max(0, pos - window + 1) : 0;
 }
@@ -775,20 +804,10 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
     const PrefillRows rows = prefill_rows(st, a.window, row0, vec0, nvec, group, range_s);
     const int32_t lo = rows.lo, hi = rows.hi;
 
-    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
-    const int32_t* table = st.block_tables + int64_t(seq) * st.max_blocks_per_seq;
-    const int32_t copies16 = hd16 / 8, copies = hd / 8;  // 16-byte copies per row; past head_dim zero-filled
+    const KvTileSource src{st.block_tables + int64_t(seq) * st.max_blocks_per_seq, bs,
+                           int64_t(a.heads.n_kv_heads) * hd, kvh, hd, hd16, hi};
     auto load_tile = [&](int stage, int32_t t0) {
-        bf16* ks = k_s + stage * kPreKeys * ld;
-        bf16* vs = v_s + stage * kPreKeys * ld;
-        for (int32_t i = threadIdx.x; i < kPreKeys * copies16; i += kPreThreads) {
-            const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
-            const bool ok = t <= hi && c < copies;
-            int64_t off = 0;
-            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 8;
-            cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
-            cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
-        }
+        load_kv_tile_bf16<kPreKeys, kPreThreads>(src, k_pool, v_pool, t0, k_s + stage * kPreKeys * ld, v_s + stage * kPreKeys * ld, ld);
     };
 
     const int32_t ntiles = (hi - lo + kPreKeys) / kPreKeys;
@@ -936,20 +955,10 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
         return;
     }
 
-    const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
-    const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
-    const int32_t copies16 = hd16 / 8, copies = hd / 8;  // 16-byte copies per row; past head_dim zero-filled
+    const KvTileSource src{st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq, bs,
+                           int64_t(a.heads.n_kv_heads) * hd, kvh, hd, hd16, hi};
     auto load_tile = [&](int stage, int32_t t0) {
-        bf16* ks = k_s + stage * kDecMmaKeys * ld;
-        bf16* vs = v_s + stage * kDecMmaKeys * ld;
-        for (int32_t i = threadIdx.x; i < kDecMmaKeys * copies16; i += kDecThreads) {
-            const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
-            const bool ok = t <= hi && c < copies;
-            int64_t off = 0;
-            if (ok) off = (int64_t(table[t / bs]) * bs + t % bs) * kv_row + int64_t(kvh) * hd + c * 8;
-            cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
-            cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
-        }
+        load_kv_tile_bf16<kDecMmaKeys, kDecThreads>(src, k_pool, v_pool, t0, k_s + stage * kDecMmaKeys * ld, v_s + stage * kDecMmaKeys * ld, ld);
     };
 
     const int32_t ntiles = (hi - lo + kDecMmaKeys) / kDecMmaKeys;
