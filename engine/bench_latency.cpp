@@ -110,12 +110,15 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
             for (int32_t s = 0; s < o.batch; ++s) seqs[s].push_back(ids[s]);
         };
 
+        const bool last_run = run + 1 == o.warmup + o.repetitions;
         const auto t0 = clock::now();
+        if (o.profile_prefill && last_run) backend.profiler_range(true);
         runner.forward(plan_rows(0, o.input_len));
         sample_next(o.input_len);
+        if (o.profile_prefill && last_run) backend.profiler_range(false);
         backend.reset_traffic();
         const auto t1 = clock::now();
-        const bool profiled = o.profile_steps > 0 && run + 1 == o.warmup + o.repetitions;
+        const bool profiled = o.profile_steps > 0 && last_run;
         if (profiled) backend.profiler_range(true);
         for (int32_t step = 0; step + 1 < o.output_len; ++step) {
             runner.forward(plan_rows(o.input_len + step, 1));

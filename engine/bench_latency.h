@@ -23,6 +23,8 @@ struct LatencyOptions {
     // > 0: the device profiler collects the first profile_steps decode steps of
     // the last run, and nothing else (backend.profiler_range; for ncu).
     int32_t profile_steps = 0;
+    // The device profiler collects the prefill of the last run (for ncu).
+    bool profile_prefill = false;
     std::optional<KVDType> kv_dtype;  // the KV pool's elements; unset: the backend's default
 };
 

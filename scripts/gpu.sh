@@ -29,10 +29,11 @@
 #   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
 #                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
 #                 results and plots into $LOGS/serve-bench
-#   --profile     per-kernel GPU time of decode (ncu, eager, 16 decode steps after a
-#                 512-token prefill), with DRAM bytes and speed-of-light percentages, for
-#                 PROFILE_RUNS="PRESET:DTYPE:BATCH ..." (default llama3-1b:bf16:1
-#                 llama3-8b:bf16:64), summed per kernel, each with its limiter, by
+#   --profile     per-kernel GPU time (ncu, eager) of PROFILE_STEPS=4 decode steps after a
+#                 512-token prefill, or of the prefill itself, with DRAM bytes and
+#                 speed-of-light percentages, for PROFILE_RUNS="PRESET:DTYPE:BATCH[:OPTS] ..."
+#                 (OPTS: prefill and/or fp8, joined by +; default every row of the D2 and
+#                 D3 tables), summed per kernel, each with its limiter, by
 #                 scripts/kernel_times.py into $LOGS/profile-*.log
 #   --profile-kernel RE  ncu's full report (--set full) of one decode-step launch of each
 #                 kernel whose name matches RE, in an eager run of PROFILE_KERNEL_RUN
@@ -283,6 +284,10 @@ if ((DO_SERVE)); then
 fi
 # Every workload of the D2 and D3 tables (scripts/bench_table.py).
 BENCH_TABLE_MODELS="llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:64"
+# The same rows for --profile: every D2 and D3 workload, the prefill rows included.
+PROFILE_TABLE_RUNS="llama3-8b:bf16:1 llama3-8b:bf16:1:prefill llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-1b:bf16:1
+  llama3-8b:bf16:1:fp8 llama3-8b:bf16:1:prefill+fp8 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:1:prefill
+  llama3-8b:q4_k_m:64"
 if ((DO_BENCH)); then
   bench_table() {
     local spec preset dtype batch args
@@ -360,30 +365,35 @@ if [ -n "$PROFILE_KERNEL" ]; then
   run_phase ncu-kernel profile_kernel
 fi
 if ((DO_PROFILE)); then
-  # ncu times each kernel alone (serialized, clocks left as they are) in 16 decode
-  # steps at the bench's context (512 + 1..16; `bench latency --profile-steps`
-  # brackets them, so the prefill is not counted); the sum per step, set against
-  # the graph step time of --bench, shows what launches and gaps cost. DRAM bytes
-  # and ncu's speed-of-light percentages name each kernel's limiter
-  # (scripts/kernel_times.py); where this ncu lacks a metric, time alone.
-  profile_decode() {  # PRESET:DTYPE:BATCH
-    local ncu path csv preset dtype batch metrics
-    IFS=: read -r preset dtype batch <<<"$1"
+  # ncu times each kernel alone (serialized, clocks left as they are) in a few decode
+  # steps at the bench's context (512 + 1..PROFILE_STEPS; `bench latency --profile-steps`
+  # brackets them, so the prefill is not counted), or in the 512-token prefill
+  # (--profile-prefill); the sum per step, set against the graph step time of --bench,
+  # shows what launches and gaps cost. DRAM bytes and ncu's speed-of-light percentages
+  # name each kernel's limiter (scripts/kernel_times.py); where this ncu lacks a
+  # metric, time alone.
+  profile_run() {  # PRESET:DTYPE:BATCH[:OPTS]
+    local ncu path csv preset dtype batch opts metrics steps=${PROFILE_STEPS:-4}
+    IFS=: read -r preset dtype batch opts <<<"$1"
+    local what=(--output-len $((steps + 1)) --profile-steps "$steps") per=(--steps "$steps")
+    [[ "+$opts+" == *+prefill+* ]] && what=(--output-len 1 --profile-prefill) per=()
+    local quant=()
+    [[ "+$opts+" == *+fp8+* ]] && quant=(--quantization fp8)
     ncu=$(find_ncu) || { echo "no ncu"; return 1; }
     path=$(synth_model "$preset" "$dtype")
-    csv=$LOGS/ncu-$preset-$dtype-$batch.csv
+    csv=$LOGS/ncu-${1//:/-}.csv
     metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
     metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
     for m in "$metrics" gpu__time_duration.sum; do
       "$ncu" --clock-control none --profile-from-start off --metrics "$m" --csv --page raw --print-units base \
         "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 512 \
-        --output-len 17 --repetitions 1 --warmup 0 --profile-steps 16 >"$csv" && break
+        --repetitions 1 --warmup 0 "${what[@]}" "${quant[@]}" >"$csv" && break
       echo "ncu failed with --metrics $m"
     done
-    python3 scripts/kernel_times.py "$csv" --steps 16
+    python3 scripts/kernel_times.py "$csv" "${per[@]}"
   }
-  for run in ${PROFILE_RUNS:-llama3-1b:bf16:1 llama3-8b:bf16:64}; do
-    run_phase "profile-${run//:/-}" profile_decode "$run"
+  for run in ${PROFILE_RUNS:-$PROFILE_TABLE_RUNS}; do
+    run_phase "profile-${run//[:+]/-}" profile_run "$run"
   done
 fi
 if ((DO_MEMCHECK)); then

@@ -33,6 +33,7 @@ int bench_latency_cmd(int argc, char** argv) {
         ("enforce-eager", "never record decode steps as CUDA graphs")
         ("profile-steps", "the device profiler collects only the first N decode steps of the last run "
                           "(for ncu --profile-from-start off)", cxxopts::value<int32_t>()->default_value("0"))
+        ("profile-prefill", "the device profiler collects the prefill of the last run (for ncu --profile-from-start off)")
         ("json", "print one JSON object")
         ("h,help", "show this help");
     // clang-format on
@@ -53,6 +54,7 @@ int bench_latency_cmd(int argc, char** argv) {
     o.warmup = args["warmup"].as<int32_t>();
     o.enforce_eager = args.count("enforce-eager") > 0;
     o.profile_steps = args["profile-steps"].as<int32_t>();
+    o.profile_prefill = args.count("profile-prefill") > 0;
     o.kv_dtype = kv_cache_dtype_from(args);
     if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
     if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
