@@ -29,8 +29,9 @@
 #   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
 #                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
 #                 results and plots into $LOGS/serve-bench
-#   --profile     per-kernel GPU time (ncu, eager) of PROFILE_STEPS=4 decode steps after a
-#                 512-token prefill, or of the prefill itself, with DRAM bytes and
+#   --profile     per-kernel GPU time (ncu, eager) of PROFILE_STEPS=2 decode steps after a
+#                 512-token prefill, or of the prefill itself, on the model's first
+#                 PROFILE_LAYERS=2 blocks (each layer's kernels are the same), with DRAM bytes and
 #                 speed-of-light percentages, for PROFILE_RUNS="PRESET:DTYPE:BATCH[:OPTS] ..."
 #                 (OPTS: prefill and/or fp8, joined by +; default every row of the D2 and
 #                 D3 tables), summed per kernel, each with its limiter, by
@@ -243,11 +244,11 @@ fi
 # Random-weight models of real shapes, written once per machine (quantizing 8B
 # weights takes minutes; the files are reused by later calls on a warm machine).
 MODELS=/tmp/minfer-models
-synth_model() {  # PRESET DTYPE: prints the path
-  local f=$MODELS/$1-$2.gguf
+synth_model() {  # PRESET DTYPE [LAYERS]: prints the path
+  local f=$MODELS/$1-$2${3:+-L$3}.gguf
   mkdir -p "$MODELS"
   if [ ! -f "$f" ]; then
-    "$MINFER" synth --preset "$1" --dtype "$2" -o "$f.tmp" >&2 && mv "$f.tmp" "$f"
+    "$MINFER" synth --preset "$1" --dtype "$2" ${3:+--layers "$3"} -o "$f.tmp" >&2 && mv "$f.tmp" "$f"
   fi
   echo "$f"
 }
@@ -365,6 +366,11 @@ if [ -n "$PROFILE_KERNEL" ]; then
   run_phase ncu-kernel profile_kernel
 fi
 if ((DO_PROFILE)); then
+  # ncu replays each kernel once per group of counters, and first saves the device memory
+  # it can reach: with a whole 8B model's 16 GB that is most of a second a launch (a
+  # 4-step profile did not end in 8 minutes). Every layer runs the same kernels on the
+  # same shapes, so the profile runs on the model's first PROFILE_LAYERS=2 blocks
+  # (`minfer synth --layers`); the embedding and LM head stay whole.
   # ncu times each kernel alone (serialized, clocks left as they are) in a few decode
   # steps at the bench's context (512 + 1..PROFILE_STEPS; `bench latency --profile-steps`
   # brackets them, so the prefill is not counted), or in the 512-token prefill
@@ -373,19 +379,20 @@ if ((DO_PROFILE)); then
   # name each kernel's limiter (scripts/kernel_times.py); where this ncu lacks a
   # metric, time alone.
   profile_run() {  # PRESET:DTYPE:BATCH[:OPTS]
-    local ncu path csv preset dtype batch opts metrics steps=${PROFILE_STEPS:-4}
+    local ncu path csv preset dtype batch opts metrics steps=${PROFILE_STEPS:-2}
     IFS=: read -r preset dtype batch opts <<<"$1"
     local what=(--output-len $((steps + 1)) --profile-steps "$steps") per=(--steps "$steps")
     [[ "+$opts+" == *+prefill+* ]] && what=(--output-len 1 --profile-prefill) per=()
     local quant=()
     [[ "+$opts+" == *+fp8+* ]] && quant=(--quantization fp8)
     ncu=$(find_ncu) || { echo "no ncu"; return 1; }
-    path=$(synth_model "$preset" "$dtype")
-    csv=$LOGS/ncu-${1//:/-}.csv
+    path=$(synth_model "$preset" "$dtype" "${PROFILE_LAYERS:-2}")
+    csv=$LOGS/ncu-${1//[:+]/-}.csv
     metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
     metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
     for m in "$metrics" gpu__time_duration.sum; do
-      "$ncu" --clock-control none --profile-from-start off --metrics "$m" --csv --page raw --print-units base \
+      timeout -k 10 "${PROFILE_TIMEOUT:-150}" "$ncu" --clock-control none --profile-from-start off --metrics "$m" \
+        --csv --page raw --print-units base \
         "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 512 \
         --repetitions 1 --warmup 0 "${what[@]}" "${quant[@]}" >"$csv" && break
       echo "ncu failed with --metrics $m"

@@ -42,6 +42,8 @@ int cmd_synth(int argc, char** argv) {
         ("o,output", "GGUF file to write", cxxopts::value<std::string>())
         ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
         ("threads", "generator threads (0: one per core)", cxxopts::value<int>()->default_value("0"))
+        ("layers", "keep only the first N blocks (same shapes, fewer layers: for profiling one layer's kernels)",
+         cxxopts::value<int32_t>())
         ("list", "list the presets and exit")
         ("h,help", "print this help");
     // clang-format on
@@ -59,8 +61,16 @@ int cmd_synth(int argc, char** argv) {
     if (!args.count("output")) throw UsageError("-o FILE is required");
 
     const std::string name = args["preset"].as<std::string>();
-    const SynthPreset* preset = find_synth_preset(name);
-    if (!preset) throw UsageError("unknown preset '" + name + "' (see --list)");
+    const SynthPreset* found = find_synth_preset(name);
+    if (!found) throw UsageError("unknown preset '" + name + "' (see --list)");
+    SynthPreset shape = *found;
+    if (args.count("layers")) {
+        const int32_t layers = args["layers"].as<int32_t>();
+        if (layers < 1 || layers > found->n_layers)
+            throw UsageError(fmt::format("--layers must be in 1..{} for {}", found->n_layers, found->name));
+        shape.n_layers = layers;
+    }
+    const SynthPreset* preset = &shape;
     SynthDType dtype;
     if (!parse_synth_dtype(args["dtype"].as<std::string>(), dtype))
         throw UsageError("--dtype must be f32, f16, bf16, q8_0 or q4_k_m, got '" + args["dtype"].as<std::string>() + "'");
