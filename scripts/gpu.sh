@@ -38,8 +38,8 @@
 #                 scripts/kernel_times.py into $LOGS/profile-*.log
 #   --profile-kernel RE  ncu's full report (--set full) of one decode-step launch of each
 #                 kernel whose name matches RE, in an eager run of PROFILE_KERNEL_RUN
-#                 (PRESET:DTYPE:BATCH, default llama3-8b:bf16:64; the first PROFILE_SKIP=64
-#                 matching launches skipped), into $LOGS/ncu-kernel.log
+#                 (PRESET:DTYPE:BATCH, default llama3-8b:bf16:64, first PROFILE_LAYERS=2 blocks;
+#                 the first PROFILE_SKIP=64 matching launches skipped), into $LOGS/ncu-kernel.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -358,7 +358,7 @@ if [ -n "$PROFILE_KERNEL" ]; then
     local ncu path preset dtype batch
     IFS=: read -r preset dtype batch <<<"${PROFILE_KERNEL_RUN:-llama3-8b:bf16:64}"
     ncu=$(find_ncu) || { echo "no ncu"; return 1; }
-    path=$(synth_model "$preset" "$dtype")
+    path=$(synth_model "$preset" "$dtype" "${PROFILE_LAYERS:-2}")  # see --profile below
     "$ncu" --set full -k "regex:$PROFILE_KERNEL" --launch-skip "${PROFILE_SKIP:-64}" --launch-count 1 \
       "$MINFER" bench latency "$path" --device cuda --enforce-eager --batch "${batch:-1}" --input-len 512 \
       --output-len 8 --repetitions 1 --warmup 0
