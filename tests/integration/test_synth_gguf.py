@@ -228,8 +228,24 @@ def test_synthetic_tokenizer():
         assert len(ids) == 3
 
 
+def test_fewer_layers_are_the_first_blocks(files, tmp_path):
+    """--layers N (gpu.sh --profile's small models): the same tensors, only blocks 0..N-1."""
+    path = tmp_path / "l134m-f32-L2.gguf"
+    run_minfer("synth", "--preset", "l134m", "--dtype", "f32", "--layers", "2", "-o", path, timeout=300)
+    whole, few = read(files["l134m", "f32"]), read(path)
+    assert field(few, "llama.block_count") == ([GGUFValueType.UINT32], 2)
+    kept = {t.name: t for t in few.tensors}
+    want = {n for n in expected_tensors(PRESETS["l134m"]) if not n.startswith("blk.") or int(n.split(".")[1]) < 2}
+    assert set(kept) == want
+    for t in whole.tensors:
+        if t.name in kept:
+            assert np.array_equal(t.data, kept[t.name].data), t.name
+
+
 @pytest.mark.parametrize("args,needle", [
     (["synth", "--preset", "nope", "-o", "x.gguf"], "unknown preset"),
+    (["synth", "--preset", "l134m", "--layers", "0", "-o", "x.gguf"], "--layers must be in 1..12"),
+    (["synth", "--preset", "tiny", "--layers", "3", "-o", "x.gguf"], "--layers must be in 1..2"),
     (["synth", "--preset", "tiny", "--dtype", "q3_k", "-o", "x.gguf"], "--dtype"),
     (["synth", "--preset", "tiny"], "-o"),
     (["run", "--synthetic", "nope"], "unknown synthetic preset"),
