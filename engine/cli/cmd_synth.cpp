@@ -63,14 +63,13 @@ int cmd_synth(int argc, char** argv) {
     const std::string name = args["preset"].as<std::string>();
     const SynthPreset* found = find_synth_preset(name);
     if (!found) throw UsageError("unknown preset '" + name + "' (see --list)");
-    SynthPreset shape = *found;
+    SynthPreset preset = *found;
     if (args.count("layers")) {
         const int32_t layers = args["layers"].as<int32_t>();
         if (layers < 1 || layers > found->n_layers)
             throw UsageError(fmt::format("--layers must be in 1..{} for {}", found->n_layers, found->name));
-        shape.n_layers = layers;
+        preset.n_layers = layers;
     }
-    const SynthPreset* preset = &shape;
     SynthDType dtype;
     if (!parse_synth_dtype(args["dtype"].as<std::string>(), dtype))
         throw UsageError("--dtype must be f32, f16, bf16, q8_0 or q4_k_m, got '" + args["dtype"].as<std::string>() + "'");
@@ -80,9 +79,9 @@ int cmd_synth(int argc, char** argv) {
 
     const std::string path = args["output"].as<std::string>();
     const auto t0 = std::chrono::steady_clock::now();
-    const uint64_t bytes = synth_write_file(*preset, dtype, path, opt);
+    const uint64_t bytes = synth_write_file(preset, dtype, path, opt);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "%s: %s %s, %llu bytes (%.1f MiB) in %.1f s\n", path.c_str(), preset->name,
+    std::fprintf(stderr, "%s: %s %s, %llu bytes (%.1f MiB) in %.1f s\n", path.c_str(), preset.name,
                  synth_dtype_name(dtype), static_cast<unsigned long long>(bytes), bytes / 1048576.0, secs);
     return 0;
 }

@@ -146,15 +146,20 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, const float* v) {  // 8
     *reinterpret_cast<uint2*>(p) = u;
 }
 
-// Unit u of a block, decoded into the block's kElems outputs at o.
-template <class Q, class Out>
-__device__ __forceinline__ void decode_unit(const typename Q::Unit& unit, int u, Out* o) {
+struct SameColumn {
+    __device__ int operator()(int c) const { return c; }
+};
+
+// Unit u of a block, decoded into the block's kElems outputs at o; its column c
+// goes to o + at(c) (the quantized GEMM's padded tile moves columns apart).
+template <class Q, class Out, class At>
+__device__ __forceinline__ void decode_unit(const typename Q::Unit& unit, int u, Out* o, At at) {
 #pragma unroll
     for (int s = 0; s < Q::kSubs; ++s) {
         float v[8];
         Q::dequant(unit, s, v);
-        store4(o + Q::col(u, s, 0), v);
-        store4(o + Q::col(u, s, 1), v + 4);
+        store4(o + at(Q::col(u, s, 0)), v);
+        store4(o + at(Q::col(u, s, 1)), v + 4);
     }
 }
 
@@ -168,7 +173,8 @@ __global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t
     const int64_t row = i / units_per_row;
     const int uu = int(i % units_per_row), b = uu / Q::kUnits, u = uu % Q::kUnits;
     const int64_t src = ids ? ids[row] : row;
-    decode_unit<Q>(Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u), u, out + row * ld + int64_t(b) * Q::kElems);
+    decode_unit<Q>(Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u), u, out + row * ld + int64_t(b) * Q::kElems,
+                   SameColumn{});
 }
 
 // The prefill widening, version 2: a CTA decodes kWidenThreads consecutive
@@ -188,7 +194,8 @@ __global__ void __launch_bounds__(kWidenThreads)
     pdl_wait();
     const int64_t first = int64_t(blockIdx.x) * kBlocks;
     const int slot = threadIdx.x / Q::kUnits, u = threadIdx.x % Q::kUnits;
-    if (first + slot < blocks) decode_unit<Q>(Q::load(w + (first + slot) * Q::kBytes, u), u, tile + slot * Q::kElems);
+    if (first + slot < blocks)
+        decode_unit<Q>(Q::load(w + (first + slot) * Q::kBytes, u), u, tile + slot * Q::kElems, SameColumn{});
     __syncthreads();
     for (int c = threadIdx.x; c < kBlocks * kChunks; c += kWidenThreads) {
         const int64_t g = first + c / kChunks;
@@ -232,20 +239,6 @@ constexpr int kQmmLd = kQmmK + 8;      // activation rows, in bf16: 16-byte alig
 // rows on distinct banks.
 constexpr int kQmmWLd = kQmmK + kQmmK / 64 * 8 + 8;
 __device__ __forceinline__ int qmm_wcol(int c) { return c + (c >> 6) * 8; }
-
-// decode_unit into a weight tile row: the block starts at column `first`, and
-// column c lies at qmm_wcol(c).
-template <class Q>
-__device__ __forceinline__ void decode_unit_padded(const typename Q::Unit& unit, int u, __nv_bfloat16* row,
-                                                   int first) {
-#pragma unroll
-    for (int s = 0; s < Q::kSubs; ++s) {
-        float v[8];
-        Q::dequant(unit, s, v);
-        store4(row + qmm_wcol(first + Q::col(u, s, 0)), v);
-        store4(row + qmm_wcol(first + Q::col(u, s, 1)), v + 4);
-    }
-}
 
 constexpr int kQmmMaxSplits = 8;
 constexpr int kQmmMinStretches = 4;    // per split at least: each split refills its pipeline once
@@ -320,7 +313,8 @@ __global__ void __launch_bounds__(kQmmThreads)
         for (int j = 0; j < kUnitsPerThread; ++j) {
             int f, b, u;
             unit_at(j, f, b, u);
-            decode_unit_padded<Q>(units[j], u, w_s + f * kQmmWLd, b * Q::kElems);
+            const int first = b * Q::kElems;  // the block's first column in the tile
+            decode_unit<Q>(units[j], u, w_s + f * kQmmWLd, [first](int c) { return qmm_wcol(first + c); });
         }
         if (st + 1 < last) load_x(stage ^ 1, st + 1);
         cp_async_commit();
