@@ -830,7 +830,21 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
 #pragma unroll
     for (int f = 0; f < kOFrag; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const bf16* qw = q_s + warp * 16 * ld;
+    // ldmatrix row addresses (lane j: row j % 8 of matrix j / 8), as in decode_bf16_kernel.
+    const int32_t q_row = (lane & 7) + ((lane >> 3) & 1) * 8, q_dim = (lane >> 4) * 8;  // Q: (row, head) pairs x dims
+    const int32_t k_key = (lane & 7) + (lane >> 4) * 8, k_dim = ((lane >> 3) & 1) * 8;  // K: keys x dims
+    const int32_t v_key = (lane & 7) + ((lane >> 3) & 1) * 8, v_dim = (lane >> 4) * 8;  // V: keys x dims, transposed
+    const bf16* qw = q_s + (warp * 16 + q_row) * ld + q_dim;
+    // The warp's Q fragments stay in registers for every tile up to head_dim 128
+    // (32 registers); at 256 they are reloaded per tile.
+    constexpr bool kQInRegs = HDP <= 128;
+    uint32_t qf[kQInRegs ? HDP / 16 : 1][4];
+    if constexpr (kQInRegs) {
+        __syncthreads();
+#pragma unroll
+        for (int kb = 0; kb < HDP / 16; ++kb)
+            if (kb * 16 < hd16) ldmatrix_x4(qf[kb], qw + kb * 16);
+    }
 
     for (int32_t it = 0; it < ntiles; ++it) {
         const int32_t t0 = lo + it * kPreKeys;
@@ -842,23 +856,27 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
         const bf16* vs = v_s + (it & 1) * kPreKeys * ld;
 
         if (t0 <= rows.w_hi && t0 + kPreKeys - 1 >= rows.w_lo) {  // warp-uniform
-            // S = Q K^T: 16 x 32 per warp, 16 dims per mma.
+            // S = Q K^T: 16 x 32 per warp, 16 dims per mma; one ldmatrix.x4 gives
+            // the B of two n-fragments (16 keys).
             float s[kPreNFrag][4];
 #pragma unroll
             for (int f = 0; f < kPreNFrag; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
 #pragma unroll
             for (int kb = 0; kb < HDP / 16; ++kb) {
                 if (kb * 16 < hd16) {
-                    const bf16* qa = qw + kb * 16 + 2 * t4;
-                    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(qa + g8 * ld),
-                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld),
-                                            *reinterpret_cast<const uint32_t*>(qa + g8 * ld + 8),
-                                            *reinterpret_cast<const uint32_t*>(qa + (g8 + 8) * ld + 8)};
+                    uint32_t af[4];
+                    if constexpr (kQInRegs) {
 #pragma unroll
-                    for (int f = 0; f < kPreNFrag; ++f) {
-                        const bf16* kr = ks + (f * 8 + g8) * ld + kb * 16 + 2 * t4;
-                        mma_bf16(s[f], af, *reinterpret_cast<const uint32_t*>(kr),
-                                 *reinterpret_cast<const uint32_t*>(kr + 8));
+                        for (int e = 0; e < 4; ++e) af[e] = qf[kb][e];
+                    } else {
+                        ldmatrix_x4(af, qw + kb * 16);
+                    }
+#pragma unroll
+                    for (int f = 0; f < kPreNFrag; f += 2) {
+                        uint32_t kf[4];
+                        ldmatrix_x4(kf, ks + (f * 8 + k_key) * ld + kb * 16 + k_dim);
+                        mma_bf16(s[f], af, kf[0], kf[1]);
+                        mma_bf16(s[f + 1], af, kf[2], kf[3]);
                     }
                 }
             }
@@ -872,18 +890,23 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
                 pa[kc][2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
                 pa[kc][3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
             }
+            // One ldmatrix.x4.trans gives V's B for 16 keys and two n-fragments (16 dims).
 #pragma unroll
-            for (int f = 0; f < kOFrag; ++f) {
+            for (int f = 0; f < kOFrag; f += 2) {
                 if (f * 8 >= hd16) continue;
-                float tile_o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float t0o[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int kc = 0; kc < kPreKeys / 16; ++kc) {
-                    // B: V[key][dim] for keys kc*16 + 2t4, +1 (b0) and +8, +9 (b1), dim f*8 + g8.
-                    const bf16* vb = vs + (kc * 16 + 2 * t4) * ld + f * 8 + g8;
-                    mma_bf16(tile_o, pa[kc], pack_bf16(vb[0], vb[ld]), pack_bf16(vb[8 * ld], vb[9 * ld]));
+                    uint32_t vf[4];
+                    ldmatrix_x4_trans(vf, vs + (kc * 16 + v_key) * ld + f * 8 + v_dim);
+                    mma_bf16(t0o, pa[kc], vf[0], vf[1]);
+                    mma_bf16(t1o, pa[kc], vf[2], vf[3]);
                 }
 #pragma unroll
-                for (int e = 0; e < 4; ++e) o[f][e] += tile_o[e];
+                for (int e = 0; e < 4; ++e) {
+                    o[f][e] += t0o[e];
+                    o[f + 1][e] += t1o[e];
+                }
             }
         }
         __syncthreads();
