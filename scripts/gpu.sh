@@ -313,6 +313,12 @@ if ((DO_BENCH)); then
         MINFER_PDL=0 "$MINFER" bench latency "$path" --device cuda --batch 1 --input-len 512 --output-len 128 \
           --repetitions 3 || return 1
       fi
+      # What the norms' and SwiGLU's bf16 copies are worth to the prefill: conversion passes instead.
+      if [ "$batch" = 1 ] && [ "$preset:$dtype" = llama3-8b:bf16 ]; then
+        echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 (MINFER_FUSED_CONVERT=0)"
+        MINFER_FUSED_CONVERT=0 "$MINFER" bench latency "$path" --device cuda --batch 1 --input-len 512 \
+          --output-len 128 --repetitions 3 || return 1
+      fi
     done
     [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
     # The scalar decode kernel over a bf16 pool, against decode_bf16_kernel above.

@@ -15,12 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/staging.h"
 #include "kernels/cuda/device_sampler.h"
 
@@ -91,6 +93,7 @@ public:
         // MINFER_CUDA_SYNC=1 waits after every op, so that a fault is reported by the op that made it.
         const char* sync = std::getenv("MINFER_CUDA_SYNC");
         sync_each_op_ = sync && *sync && std::strcmp(sync, "0") != 0;
+        fused_convert_ = cuda::env_switch_on("MINFER_FUSED_CONVERT");
     }
 
     ~CudaBackend() override {
@@ -111,7 +114,10 @@ public:
     // bf16 halves the bytes decode attention reads, as vLLM's auto (the model's dtype) does for bf16 models.
     KVDType default_kv_dtype() const override { return KVDType::BF16; }
 
+    // Memory changed from the host drops the bf16 copy (see Bf16Copy): its
+    // activation's address may now hold something else.
     void* alloc(size_t bytes) override {
+        bf16_copy_ = {};
         void* p = nullptr;
         CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
         return p;
@@ -120,11 +126,13 @@ public:
     // sticky error that the next checked call reports.
     void free(void* p) override {
         if (!p) return;
+        bf16_copy_ = {};
         cudaStreamSynchronize(stream_);  // no op in flight may still use it
         drop_recordings();               // which may hold its address (a runner's buffers, its KV pool)
         cudaFree(p);
     }
     void upload(void* dst, const void* src, size_t bytes) override {
+        bf16_copy_ = {};
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         synchronize();
         traffic_.host_to_device_bytes += int64_t(bytes);
@@ -164,6 +172,10 @@ public:
         w->rows = v.rows;
         w->cols = v.cols;
         w->dtype = dtype_of(v);
+        // The layers' GEMMs that read bf16 activations from which row count on (see bf16_copy_target).
+        if (v.name.rfind("blk.", 0) == 0 && w->dtype == DType::BF16 && !converts_to_fp8(v))
+            bf16_copy_min_rows_ = std::min(bf16_copy_min_rows_, quant_type_of(v.type) ? cuda::kQuantMmaMaxRows + 1
+                                                                                      : kDenseGemvMaxRows + 1);
         if ((w->quant = quant_type_of(v.type))) {
             // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
             if (v.cols % cuda::quant_block_elems(*w->quant))
@@ -200,6 +212,7 @@ public:
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
+        bf16_copy_ = {};
         const size_t n = plan.token_ids.size(), seqs = plan.context_lens.size();
         if (plan.query_start.size() != seqs + 1 || plan.positions.size() != n || plan.slot_mapping.size() != n)
             throw std::invalid_argument("cuda: the step plan's arrays disagree in length");
@@ -277,7 +290,10 @@ public:
 
     void add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
                       int32_t dim, float* out) override {
-        cuda::launch_add_rms_norm(residual, delta, weight, eps, rows, dim, out, stream_);
+        // In place (per-head q/k norms, Gemma's post-norms) feeds no GEMM: no bf16 copy.
+        void* out16 = out != residual ? bf16_copy_target(rows, dim) : nullptr;
+        cuda::launch_add_rms_norm(residual, delta, weight, eps, rows, dim, out, out16, stream_);
+        made_bf16_copy(out, rows, dim, out16);
         after_op();
     }
 
@@ -333,11 +349,11 @@ public:
                                     scratch_bytes_, stream_);
         } else if (w.quant) {
             cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
-            gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out);
+            gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out, bf16_copy_of(x, rows, w));
         } else if (w.dtype != DType::F32 && rows <= kDenseGemvMaxRows) {
             cuda::launch_dense_gemv(x, rows, int32_t(w.cols), w.data, w.dtype, w.ld, int32_t(w.rows), out, stream_);
         } else {
-            gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out);
+            gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out, bf16_copy_of(x, rows, w));
         }
         if (gemm_->buffer_moves() != gemm_moves) workspace_moved();
         if (bias) cuda::launch_add_bias(out, bias, rows, w.rows, stream_);
@@ -356,7 +372,14 @@ public:
             shared = shared && !w.quant && !w.fp8_scale && w.dtype == first.dtype && w.cols == first.cols &&
                      w.ld == first.ld;
         }
-        if (!shared) return Backend::matmul_shared_input(x, targets, rows);
+        if (!shared) {  // one at a time, each with the bf16 copy of x if there is one
+            const Bf16Copy copy = bf16_copy_;
+            for (const MatmulTarget& t : targets) {
+                bf16_copy_ = copy;
+                matmul(x, *t.w, t.bias, rows, t.out);
+            }
+            return;
+        }
         cuda::GemvTarget gemv[cuda::kGemvMaxSegments];
         for (size_t i = 0; i < targets.size(); ++i)
             gemv[i] = {static_cast<const CudaWeight&>(*targets[i].w).data, int32_t(targets[i].w->rows),
@@ -366,7 +389,8 @@ public:
             cuda::launch_dense_gemv_group(x, rows, int32_t(first.cols), gemv, int32_t(targets.size()), first.dtype,
                                           first.ld, stream_);
         else
-            gemm_->run_many(x, rows, first.cols, gemv, int32_t(targets.size()), first.dtype, first.ld);
+            gemm_->run_many(x, rows, first.cols, gemv, int32_t(targets.size()), first.dtype, first.ld,
+                            bf16_copy_of(x, rows, first));
         if (gemm_->buffer_moves() != gemm_moves) workspace_moved();
         for (const MatmulTarget& t : targets)
             if (t.bias) cuda::launch_add_bias(t.out, t.bias, rows, t.w->rows, stream_);
@@ -374,12 +398,16 @@ public:
     }
 
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
-        cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, stream_);
+        void* out16 = bf16_copy_target(rows, dim);
+        cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, out16, stream_);
+        made_bf16_copy(out, rows, dim, out16);
         after_op();
     }
 
     void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
-        cuda::launch_geglu(gate, up, int64_t(rows) * dim, out, stream_);
+        void* out16 = bf16_copy_target(rows, dim);
+        cuda::launch_geglu(gate, up, int64_t(rows) * dim, out, out16, stream_);
+        made_bf16_copy(out, rows, dim, out16);
         after_op();
     }
 
@@ -533,7 +561,44 @@ private:
             throw std::invalid_argument("cuda: head sizes up to 256 are supported");
     }
 
+    // ---- an activation written twice: as float and, rounded, as bf16 ----------
+    // The bf16 GEMMs (cuBLASLt) read bf16 activations. The norms and SwiGLU
+    // that produce their inputs write them a second time as bf16 into the
+    // GEMM's input buffer, so the GEMM that reads them next skips its
+    // conversion pass (a 512-row prefill's four conversions took 56 us a layer).
+    // A copy is good for the next op only; MINFER_FUSED_CONVERT=0 turns this off.
+    struct Bf16Copy {
+        const float* of = nullptr;  // the float activation it copies
+        int32_t rows = 0;
+        int64_t cols = 0;
+        const void* data = nullptr;
+    };
+
+    // Where an op producing rows x cols writes its bf16 copy, or null when no
+    // bf16 GEMM of the layers would read one at this row count.
+    void* bf16_copy_target(int32_t rows, int64_t cols) {
+        if (!fused_convert_ || rows < bf16_copy_min_rows_) return nullptr;
+        const uint64_t moves = gemm_->buffer_moves();
+        void* p = gemm_->bf16_input(rows, cols);
+        if (gemm_->buffer_moves() != moves) workspace_moved();
+        return p;
+    }
+    void made_bf16_copy(const float* of, int32_t rows, int64_t cols, const void* data) {
+        if (!data) return;
+        bf16_copy_ = {of, rows, cols, data};
+        bf16_copy_fresh_ = true;
+    }
+    // The bf16 copy of x that the op before made, if a bf16 GEMM of w can read it as its input.
+    const void* bf16_copy_of(const float* x, int32_t rows, const CudaWeight& w) const {
+        const Bf16Copy& c = bf16_copy_;
+        const bool fits = c.data && c.of == x && c.rows == rows && c.cols == w.cols && w.ld == w.cols &&
+                          w.dtype == DType::BF16;
+        return fits ? c.data : nullptr;
+    }
+
     void after_op() {
+        if (!bf16_copy_fresh_) bf16_copy_ = {};
+        bf16_copy_fresh_ = false;
         if (sync_each_op_) synchronize();
     }
 
@@ -545,6 +610,10 @@ private:
     size_t scratch_bytes_ = 0;
     std::unique_ptr<cuda::CublasLtGemm> gemm_;
     bool sync_each_op_ = false;
+    bool fused_convert_ = true;
+    int32_t bf16_copy_min_rows_ = std::numeric_limits<int32_t>::max();
+    Bf16Copy bf16_copy_;
+    bool bf16_copy_fresh_ = false;  // made by the op running now
     BackendOptions options_;
 
     // The current step: its arrays in one device buffer, staged through pinned memory.

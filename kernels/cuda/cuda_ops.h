@@ -42,15 +42,19 @@ enum class PoolType : int32_t { F32, BF16 };
 // out[i, :cols] = table[token_ids[i], :cols], widened to float; table rows are ld elements apart.
 void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, float* out,
                       cudaStream_t stream);
-void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
-void launch_geglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+// out = silu(gate) * up (gelu for geglu), elementwise; where out_bf16 is not null,
+// the same values also rounded to bf16 there (the next GEMM's input).
+void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream);
+void launch_geglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream);
 void launch_scale(float* x, int64_t n, float s, cudaStream_t stream);
 // out[i] = x[logits_rows[i]], rows of dim floats.
 void launch_gather_rows(const DeviceStep& st, const float* x, int32_t dim, float* out, cudaStream_t stream);
 
 // ---- norm_rope.cu ----------------------------------------------------------------
+// residual += delta (when not null); out = rmsnorm(residual) * weight, and where
+// out_bf16 is not null the same rounded to bf16 there (rows of dim).
 void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
-                         int32_t dim, float* out, cudaStream_t stream);
+                         int32_t dim, float* out, void* out_bf16, cudaStream_t stream);
 
 constexpr int kMaxRotPairs = 128;  // n_rot <= 256
 struct RopeArgs {
@@ -233,11 +237,17 @@ public:
     CublasLtGemm(const CublasLtGemm&) = delete;
     CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-    void run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw, float* out);
+    void run(const float* x, int32_t rows, int64_t k, const void* w, DType type, int64_t n, int64_t ldw, float* out,
+             const void* x_bf16 = nullptr);
     // run() for several weights of one type and row length over the same x: the
     // activations are converted once, then one GEMM per target.
+    // x_bf16, when not null, holds x already as bf16 rows of ldw (== k) elements
+    // (bf16_input's buffer, filled by the op that produced x), and nothing is converted.
     void run_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets, int32_t count, DType type,
-                  int64_t ldw);
+                  int64_t ldw, const void* x_bf16 = nullptr);
+    // The converted-activation buffer, grown to hold rows x k bf16: an op that
+    // produces a GEMM's input may write it there as bf16 too.
+    void* bf16_input(int32_t rows, int64_t k);
     // The FP8 twin: x quantized to E4M3 with a per-tensor scale computed on the
     // device, then an E4M3 x E4M3 GEMM (fp32 accumulation and output) scaled by
     // *w_scale * x's scale through cuBLASLt's A/B scale pointers. w8: n rows of k

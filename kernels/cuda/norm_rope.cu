@@ -19,9 +19,11 @@ constexpr int kRopeThreads = 64;
 // One block per row: residual += delta, then out = weight * (x / rms(x)). A
 // decode step has one or a few rows, so a block is as wide as its row (up to
 // 1024 threads, four floats a thread) and reads it in one pass of 16-byte loads.
+// With out16, the output is also written as bf16 (for the GEMM that reads it next).
 template <bool Vec>
 __global__ void __launch_bounds__(kNormMaxThreads)
-    add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim, float* out) {
+    add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim, float* out,
+                        __nv_bfloat16* out16) {
     pdl_wait();
     __shared__ float scratch[32];
     const int64_t base = int64_t(blockIdx.x) * dim;
@@ -53,11 +55,20 @@ __global__ void __launch_bounds__(kNormMaxThreads)
     if constexpr (Vec) {
         for (int32_t j = threadIdx.x; j < dim / 4; j += blockDim.x) {
             const float4 v = reinterpret_cast<const float4*>(x)[j], w = reinterpret_cast<const float4*>(weight)[j];
-            reinterpret_cast<float4*>(out + base)[j] =
-                make_float4(w.x * (inv * v.x), w.y * (inv * v.y), w.z * (inv * v.z), w.w * (inv * v.w));
+            const float4 y = make_float4(w.x * (inv * v.x), w.y * (inv * v.y), w.z * (inv * v.z), w.w * (inv * v.w));
+            reinterpret_cast<float4*>(out + base)[j] = y;
+            if (out16) {
+                __nv_bfloat162* o16 = reinterpret_cast<__nv_bfloat162*>(out16 + base + 4 * j);
+                o16[0] = __floats2bfloat162_rn(y.x, y.y);
+                o16[1] = __floats2bfloat162_rn(y.z, y.w);
+            }
         }
     } else {
-        for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) out[base + j] = weight[j] * (inv * x[j]);
+        for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
+            const float y = weight[j] * (inv * x[j]);
+            out[base + j] = y;
+            if (out16) out16[base + j] = __float2bfloat16_rn(y);
+        }
     }
 }
 
@@ -128,16 +139,18 @@ __global__ void __launch_bounds__(kRopeThreads)
 }  // namespace
 
 void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
-                         int32_t dim, float* out, cudaStream_t stream) {
+                         int32_t dim, float* out, void* out_bf16, cudaStream_t stream) {
     if (rows == 0) return;
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool vec = dim % 4 == 0 && aligned(residual) && aligned(weight) && aligned(out) && (!delta || aligned(delta));
+    const bool vec = dim % 4 == 0 && aligned(residual) && aligned(weight) && aligned(out) && (!delta || aligned(delta)) &&
+                     reinterpret_cast<uintptr_t>(out_bf16) % 4 == 0;
     const int32_t per_thread = vec ? 4 : 1;
     const int threads = std::clamp((dim / per_thread + 31) / 32 * 32, 32, kNormMaxThreads);
+    auto* out16 = static_cast<__nv_bfloat16*>(out_bf16);
     if (vec)
-        launch_pdl(add_rms_norm_kernel<true>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out);
+        launch_pdl(add_rms_norm_kernel<true>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16);
     else
-        launch_pdl(add_rms_norm_kernel<false>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out);
+        launch_pdl(add_rms_norm_kernel<false>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16);
 }
 
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -435,7 +436,10 @@ public:
                                 // The dense GEMV (one row): one feature; a partial stretch of 128 words; a
                                 // partial last word; an unaligned row. Then cuBLASLt on the same k.
                                 {1, 8, 1, false}, {1, 1000, 33, true}, {1, 2056, 17, false}, {1, 4100, 5, true},
-                                {2, 1000, 33, true}, {6, 14336, 9, false}};
+                                {2, 1000, 33, true}, {6, 14336, 9, false},
+                                // cuBLASLt's activation conversion: four columns a thread, or one
+                                // where k is odd or x unaligned.
+                                {20, 33, 65, false}, {24, 1000, 37, true}, {40, 4096, 64, false}};
         const GGMLType types[] = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
         int i = 0;
         for (GGMLType type : types)
@@ -538,34 +542,85 @@ public:
         }
     }
 
-    void swiglu() {
-        const std::pair<int32_t, int32_t> shapes[] = {{1, 1}, {7, 33}, {3, 172}, {64, 11008}};
-        for (auto [rows, dim] : shapes)
-            run("swiglu", fmt("rows=%d dim=%d", rows, dim), kF32, [&] {
-                const size_t n = size_t(rows) * dim;
-                const std::vector<float> gate = randn(n, 3.0f), up = randn(n);
-                DeviceArena g(gpu_);
-                std::vector<float> ref(n, kNaN);
-                float* out = g.poisoned(n);
-                cpu_.swiglu(gate.data(), up.data(), rows, dim, ref.data());
-                gpu_.swiglu(g.copy(gate), g.copy(up), rows, dim, out);
-                return rel_error(g.fetch(out, n), ref);
-            });
+    // SwiGLU and GeGLU: four elements a thread where the pointers are 16-byte
+    // aligned (with a tail of 1-3), one at a time where one is not.
+    // The bf16 copy that a norm or SwiGLU writes for the bf16 GEMM reading its
+    // output next (the layers' weights, "blk.*", in bf16 or widened from Q4_K
+    // past 64 rows): a block's norm -> q/k, SwiGLU -> down against the CPU; and
+    // a buffer rewritten from the host between norm and matmul, whose copy is stale.
+    void bf16_copy() {
+        for (GGMLType type : {GGMLType::BF16, GGMLType::Q4_K})
+            for (int32_t rows : {2, 9, 100}) {
+                if (type == GGMLType::Q4_K && rows < 65) continue;
+                run("bf16 copy", fmt("%s rows=%d: norm -> q/k, swiglu -> down, rewritten input", ggml_type_name(type), rows),
+                    type == GGMLType::BF16 ? kBF16Gemm : kQ8Gemm, [&] { return bf16_copy_case(type, rows); });
+            }
     }
 
-    void geglu() {
-        const std::pair<int32_t, int32_t> shapes[] = {{1, 1}, {7, 33}, {3, 2048}, {64, 6912}};
+    double bf16_copy_case(GGMLType type, int32_t rows) {
+        constexpr int32_t dim = 256, ffn = 512;
+        auto weight = [&](const char* name, int32_t n, int32_t k, std::vector<std::vector<uint8_t>>& keep) {
+            keep.push_back(encode(randn(size_t(n) * k, 1.0f / std::sqrt(float(k))), type));
+            const WeightView view{name, type, n, k, keep.back().data()};
+            return std::make_pair(cpu_.pack_weight(view), gpu_.pack_weight(view));
+        };
+        std::vector<std::vector<uint8_t>> bytes;
+        auto wq = weight("blk.0.attn_q.weight", dim, dim, bytes), wk = weight("blk.0.attn_k.weight", 64, dim, bytes);
+        auto down = weight("blk.0.ffn_down.weight", dim, ffn, bytes);
+        std::vector<float> residual = randn(size_t(rows) * dim), norm_w = randn(dim), gate = randn(size_t(rows) * ffn, 3.0f),
+                           up = randn(size_t(rows) * ffn), fresh = randn(size_t(rows) * dim);
+        DeviceArena g(gpu_);
+        float* res_g = g.copy(residual);
+        float *normed_g = g.poisoned(size_t(rows) * dim), *q_g = g.poisoned(size_t(rows) * dim),
+              *k_g = g.poisoned(size_t(rows) * 64), *h_g = g.poisoned(size_t(rows) * ffn),
+              *down_g = g.poisoned(size_t(rows) * dim), *stale_g = g.poisoned(size_t(rows) * dim);
+        float *nw_g = g.copy(norm_w), *gate_g = g.copy(gate), *up_g = g.copy(up);
+        std::vector<float> normed(size_t(rows) * dim), q(size_t(rows) * dim), k(size_t(rows) * 64),
+            h(size_t(rows) * ffn), out(size_t(rows) * dim), stale(size_t(rows) * dim);
+
+        cpu_.add_rms_norm(residual.data(), nullptr, norm_w.data(), 1e-5f, rows, dim, normed.data());
+        const Backend::MatmulTarget tc[] = {{wq.first.get(), nullptr, q.data()}, {wk.first.get(), nullptr, k.data()}};
+        cpu_.matmul_shared_input(normed.data(), tc, rows);
+        cpu_.swiglu(gate.data(), up.data(), rows, ffn, h.data());
+        cpu_.matmul(h.data(), *down.first, nullptr, rows, out.data());
+        cpu_.matmul(fresh.data(), *wq.first, nullptr, rows, stale.data());
+
+        gpu_.add_rms_norm(res_g, nullptr, nw_g, 1e-5f, rows, dim, normed_g);
+        const Backend::MatmulTarget tg[] = {{wq.second.get(), nullptr, q_g}, {wk.second.get(), nullptr, k_g}};
+        gpu_.matmul_shared_input(normed_g, tg, rows);
+        gpu_.swiglu(gate_g, up_g, rows, ffn, h_g);
+        gpu_.matmul(h_g, *down.second, nullptr, rows, down_g);
+        gpu_.add_rms_norm(res_g, nullptr, nw_g, 1e-5f, rows, dim, normed_g);
+        gpu_.upload(normed_g, fresh.data(), fresh.size() * sizeof(float));
+        gpu_.matmul(normed_g, *wq.second, nullptr, rows, stale_g);
+
+        double err = 0.0;
+        const std::pair<float*, const std::vector<float>*> outs[] = {{q_g, &q}, {k_g, &k}, {down_g, &out}, {stale_g, &stale}};
+        for (auto [dev, ref] : outs) {
+            const double e = rel_error(g.fetch(dev, ref->size()), *ref);
+            if (!(e <= err)) err = e;  // NaN wins
+        }
+        return err;
+    }
+
+    void swiglu() { gated("swiglu", {{1, 1}, {7, 33}, {3, 172}, {64, 11008}, {512, 1003}}, &Backend::swiglu); }
+    void geglu() { gated("geglu", {{1, 1}, {7, 33}, {3, 2048}, {64, 6912}, {512, 1003}}, &Backend::geglu); }
+
+    using GatedOp = void (Backend::*)(const float*, const float*, int32_t, int32_t, float*);
+    void gated(const char* op, std::initializer_list<std::pair<int32_t, int32_t>> shapes, GatedOp fn) {
         for (auto [rows, dim] : shapes)
-            run("geglu", fmt("rows=%d dim=%d", rows, dim), kF32, [&] {
-                const size_t n = size_t(rows) * dim;
-                const std::vector<float> gate = randn(n, 3.0f), up = randn(n);
-                DeviceArena g(gpu_);
-                std::vector<float> ref(n, kNaN);
-                float* out = g.poisoned(n);
-                cpu_.geglu(gate.data(), up.data(), rows, dim, ref.data());
-                gpu_.geglu(g.copy(gate), g.copy(up), rows, dim, out);
-                return rel_error(g.fetch(out, n), ref);
-            });
+            for (int off : {0, 1}) {
+                run(op, fmt("rows=%d dim=%d%s", rows, dim, off ? " unaligned" : ""), kF32, [&] {
+                    const size_t n = size_t(rows) * dim;
+                    const std::vector<float> gate = randn(n + off, 3.0f), up = randn(n + off);
+                    DeviceArena g(gpu_);
+                    std::vector<float> ref(n, kNaN);
+                    float* out = g.poisoned(n + off) + off;
+                    (cpu_.*fn)(gate.data() + off, up.data() + off, rows, dim, ref.data());
+                    (gpu_.*fn)(g.copy(gate) + off, g.copy(up) + off, rows, dim, out);
+                    return rel_error(g.fetch(out, n), ref);
+                });
+            }
     }
 
     void scale() {
@@ -1107,6 +1162,7 @@ int main(int argc, char** argv) {
         t.paged_attention();
         t.matmul();
         t.matmul_shared();
+        t.bf16_copy();
         t.swiglu();
         t.geglu();
         t.scale();
