@@ -796,7 +796,7 @@ __global__ void __launch_bounds__(kPreThreads) prefill_bf16_kernel(DeviceStep st
     const int32_t vec0 = chunk * kPreVecs;
     if (vec0 >= count * group) return;
     const int32_t nvec = min(kPreVecs, count * group - vec0);
-    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
+    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, t4 = lane % 4;
     bf16* q_s = reinterpret_cast<bf16*>(pre16_smem4);  // [kPreVecs][ld]
     bf16* k_s = q_s + kPreVecs * ld;                    // [2][kPreKeys][ld]
     bf16* v_s = k_s + 2 * kPreKeys * ld;                // [2][kPreKeys][ld]
