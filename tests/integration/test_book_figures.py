@@ -294,14 +294,14 @@ def test_roofline_batch_slider_and_precision(open_figure):
 def test_roofline_marks_the_measured_workloads(open_figure):
     f = open_figure("roofline")
     svg = f.drawing()
-    # llama3-8b bf16 decode at batch 1 (9f7dea9): 227 tok/s x 15.31 GFLOP = 3.48 TFLOP/s; 15.09 GB
+    # llama3-8b bf16 decode at batch 1 (3fec67a): 227 tok/s x 15.31 GFLOP = 3.48 TFLOP/s; 15.09 GB
     # a step (bf16 K/V) at 4.19 TB/s allows 277.75 tok/s, so 81.7% of its ceiling (the bench,
-    # counting the model's exact bytes, printed 81.8%).
+    # counting the model's exact bytes, printed 81.6%).
     assert "decode, batch 1" in svg and "3.48 TFLOP/s" in svg and "81.7% of its ceiling" in svg
-    # Prefill of 512: 29,728 tok/s x 14.097 GFLOP = 419 TFLOP/s, 55.95% (shown as 56.0%) of the
-    # 749 TFLOP/s ceiling (the bench, counting 7.217 TFLOP for 512 tokens, printed 55.9%).
-    assert "prefill 512" in svg and "419 TFLOP/s" in svg and "56.0% of its ceiling" in svg
-    assert "measured on minfer at 9f7dea9" in f.root.inner_text()  # the version the points are
+    # Prefill of 512: 33,916 tok/s x 14.097 GFLOP = 478 TFLOP/s, 63.83% (shown as 63.8%) of the
+    # 749 TFLOP/s ceiling (the bench, counting 7.217 TFLOP for 512 tokens, printed 63.8%).
+    assert "prefill 512" in svg and "478 TFLOP/s" in svg and "63.8% of its ceiling" in svg
+    assert "measured on minfer at 3fec67a" in f.root.inner_text()  # the version the points are
     assert "ridge: 179 FLOP/byte" in svg
 
 
