@@ -290,6 +290,13 @@ PROFILE_TABLE_RUNS="llama3-8b:bf16:1 llama3-8b:bf16:1:prefill llama3-8b:bf16:64 
   llama3-8b:bf16:1:fp8 llama3-8b:bf16:1:prefill+fp8 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:1:prefill
   llama3-8b:q4_k_m:64"
 if ((DO_BENCH)); then
+  # One run with a switch of kernels/cuda/env_switch.h off, to compare with the
+  # default in the same run: VAR PRESET:DTYPE PATH BATCH.
+  bench_switch_off() {
+    echo "--- $2 --batch $4 --input-len 512 --output-len 128 ($1=0)"
+    env "$1=0" "$MINFER" bench latency "$3" --device cuda --batch "$4" --input-len 512 --output-len 128 \
+      --repetitions 3
+  }
   bench_table() {
     local spec preset dtype batch args
     for spec in ${BENCH_MODELS:-$BENCH_TABLE_MODELS}; do
@@ -309,15 +316,11 @@ if ((DO_BENCH)); then
       done
       # What programmatic dependent launch is worth: the same batch without it.
       if [ "$batch" = 1 ] && [ "$dtype" = bf16 ]; then
-        echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 (MINFER_PDL=0)"
-        MINFER_PDL=0 "$MINFER" bench latency "$path" --device cuda --batch 1 --input-len 512 --output-len 128 \
-          --repetitions 3 || return 1
+        bench_switch_off MINFER_PDL "$preset:$dtype" "$path" 1 || return 1
       fi
       # What the norms' and SwiGLU's bf16 copies are worth to the prefill: conversion passes instead.
       if [ "$batch" = 1 ] && [ "$preset:$dtype" = llama3-8b:bf16 ]; then
-        echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 (MINFER_FUSED_CONVERT=0)"
-        MINFER_FUSED_CONVERT=0 "$MINFER" bench latency "$path" --device cuda --batch 1 --input-len 512 \
-          --output-len 128 --repetitions 3 || return 1
+        bench_switch_off MINFER_FUSED_CONVERT "$preset:$dtype" "$path" 1 || return 1
       fi
     done
     [ -n "${BENCH_OPS-1}" ] && "$BIN/minfer_gpu_ops" --bench
@@ -326,14 +329,10 @@ if ((DO_BENCH)); then
       echo "--- attention with MINFER_DECODE_MMA=0"
       MINFER_DECODE_MMA=0 "$BIN/minfer_gpu_ops" --bench-attention | sed 's/^bench attention/bench attention scalar/'
       local path8; path8=$(synth_model llama3-8b bf16)
-      echo "--- llama3-8b:bf16 --batch 64 --input-len 512 --output-len 128 (MINFER_DECODE_MMA=0)"
-      MINFER_DECODE_MMA=0 "$MINFER" bench latency "$path8" --device cuda --batch 64 --input-len 512 --output-len 128 \
-        --repetitions 3 || return 1
+      bench_switch_off MINFER_DECODE_MMA llama3-8b:bf16 "$path8" 64 || return 1
       # Quantized matmuls of 9..64 rows by widening + cuBLASLt, against quant_gemm_kernel.
       local pathq; pathq=$(synth_model llama3-8b q4_k_m)
-      echo "--- llama3-8b:q4_k_m --batch 64 --input-len 512 --output-len 128 (MINFER_QUANT_MMA=0)"
-      MINFER_QUANT_MMA=0 "$MINFER" bench latency "$pathq" --device cuda --batch 64 --input-len 512 --output-len 128 \
-        --repetitions 3 || return 1
+      bench_switch_off MINFER_QUANT_MMA llama3-8b:q4_k_m "$pathq" 64 || return 1
       echo "--- quantized matmuls with MINFER_QUANT_MMA=0"
       MINFER_QUANT_MMA=0 "$BIN/minfer_gpu_ops" --bench-matmul | grep "rows=64" | sed 's/^bench /bench widen+gemm /'
     fi

@@ -1115,14 +1115,12 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 // The fast kernels copy whole 16-byte pieces of each K/V row and read q as
 // float4: head_dim a multiple of 4 floats (8 bf16) and 16-byte aligned arrays.
 template <class T>
 bool fast_path_ok(const float* q, const T* k_pool, const T* v_pool, HeadShape heads, const float* out) {
-    return heads.head_dim % kPerCopy<T> == 0 && heads.head_dim <= kMaxHeadDim && aligned16(q) && aligned16(k_pool) &&
-           aligned16(v_pool) && aligned16(out);
+    return heads.head_dim % kPerCopy<T> == 0 && heads.head_dim <= kMaxHeadDim && is_aligned(q, 16) &&
+           is_aligned(k_pool, 16) && is_aligned(v_pool, 16) && is_aligned(out, 16);
 }
 bool use_decode(const DeviceStep& st, HeadShape heads) {
     return st.num_tokens == st.num_seqs && heads.n_heads / heads.n_kv_heads <= kDecMaxGroup;

@@ -10,6 +10,10 @@
 
 namespace minfer::cuda {
 
+// Whether p is a multiple of `bytes`: the launchers take the vector loads and
+// stores (16-byte float4, 8-byte bf16 x 4) only where every row keeps it.
+inline bool is_aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 // The current step's arrays in device memory (StepPlan's, plus the sequence
 // of each row), passed to kernels by value.
 struct DeviceStep {

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace minfer::cuda {
@@ -57,9 +58,9 @@ __global__ void gated_kernel(const float* gate, const float* up, int64_t n, bool
         const float4 g = reinterpret_cast<const float4*>(gate)[i], u = reinterpret_cast<const float4*>(up)[i];
         const float4 y = make_float4(op(g.x, u.x), op(g.y, u.y), op(g.z, u.z), op(g.w, u.w));
         reinterpret_cast<float4*>(out)[i] = y;
-        if (out16) {
-            reinterpret_cast<__nv_bfloat162*>(out16)[2 * i] = __floats2bfloat162_rn(y.x, y.y);
-            reinterpret_cast<__nv_bfloat162*>(out16)[2 * i + 1] = __floats2bfloat162_rn(y.z, y.w);
+        if (out16) {  // out16 may be only 4-byte aligned: two pair stores
+            reinterpret_cast<uint32_t*>(out16)[2 * i] = pack_bf16(y.x, y.y);
+            reinterpret_cast<uint32_t*>(out16)[2 * i + 1] = pack_bf16(y.z, y.w);
         }
     }
     for (int64_t i = 4 * n4 + first; i < n; i += stride) {
@@ -72,8 +73,7 @@ __global__ void gated_kernel(const float* gate, const float* up, int64_t n, bool
 template <class Op>
 void launch_gated(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream) {
     if (n == 0) return;
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool vec = aligned(gate) && aligned(up) && aligned(out) && reinterpret_cast<uintptr_t>(out_bf16) % 4 == 0;
+    const bool vec = is_aligned(gate, 16) && is_aligned(up, 16) && is_aligned(out, 16) && is_aligned(out_bf16, 4);
     const int64_t threads = vec ? n / 4 + n % 4 : n;
     const int64_t blocks = std::min<int64_t>((threads + kThreads - 1) / kThreads, 65536);
     launch_pdl(gated_kernel<Op>, unsigned(blocks), kThreads, 0, stream, gate, up, n, vec, out,

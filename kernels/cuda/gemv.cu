@@ -188,7 +188,7 @@ template <class Format, int Rows, int Features = Tiling<Format, Rows>::kFeatures
           int Unroll = Tiling<Format, Rows>::kUnroll>
 void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* scale,
           cudaStream_t stream) {
-    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
+    const bool vec = is_aligned(x, 16) && k % 4 == 0;
     const int32_t per_block = kWarps * Features;
     Segments segs{};
     int32_t blocks = 0;

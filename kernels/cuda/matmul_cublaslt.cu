@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 #define CUBLAS_CHECK(call)                                                                           \
@@ -58,10 +59,7 @@ __global__ void convert_rows_kernel(const float* x, int64_t k, int64_t ld, int64
     }
 }
 
-__device__ __forceinline__ uint2 pack4(float4 v, __nv_bfloat16*) {
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    return make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-}
+__device__ __forceinline__ uint2 pack4(float4 v, __nv_bfloat16*) { return pack_bf16x4(v.x, v.y, v.z, v.w); }
 __device__ __forceinline__ uint2 pack4(float4 v, __half*) {
     const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
     return make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
@@ -87,8 +85,7 @@ template <class T>
 void launch_convert_rows(const float* x, int32_t rows, int64_t k, int64_t ld, T* out, cudaStream_t stream) {
     const int64_t total = int64_t(rows) * ld;
     if (total == 0) return;
-    const bool vec = k % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(out) % 8 == 0;
+    const bool vec = k % 4 == 0 && ld % 4 == 0 && is_aligned(x, 16) && is_aligned(out, 8);
     if (!vec) {
         launch_pdl(convert_rows_kernel<T>, grid_for(total), kThreads, 0, stream, x, k, ld, total, out);
         return;

@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 void quantize(const T* x, int64_t total, uint8_t* q, float* scale, float* amax, cudaStream_t stream) {
     if (total % 16) throw std::invalid_argument("fp8: the matrix must have a multiple of 16 columns");
-    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    const bool aligned = is_aligned(x, 16);
     CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
     absmax_kernel<<<grid_for(total / 4), kThreads, 0, stream>>>(x, total, aligned, amax);
     CUDA_CHECK_LAUNCH();

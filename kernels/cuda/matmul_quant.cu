@@ -140,10 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 __device__ __forceinline__ void store4(float* p, const float* v) { p[0] = v[0], p[1] = v[1], p[2] = v[2], p[3] = v[3]; }
 __device__ __forceinline__ void store4(__nv_bfloat16* p, const float* v) {  // 8-byte aligned: k is a multiple of 32
-    uint2 u;
-    *reinterpret_cast<__nv_bfloat162*>(&u.x) = __floats2bfloat162_rn(v[0], v[1]);
-    *reinterpret_cast<__nv_bfloat162*>(&u.y) = __floats2bfloat162_rn(v[2], v[3]);
-    *reinterpret_cast<uint2*>(p) = u;
+    *reinterpret_cast<uint2*>(p) = pack_bf16x4(v[0], v[1], v[2], v[3]);
 }
 
 struct SameColumn {
@@ -386,7 +383,7 @@ void with_type(QType t, F&& f) {
 
 template <class Q, int Rows>
 void gemv(const float* x, int32_t k, const void* w, int32_t n, float* out, cudaStream_t stream) {
-    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // k % 32 == 0 keeps every row so
+    const bool aligned = is_aligned(x, 16);  // k % 32 == 0 keeps every row so
     launch_pdl(quant_gemv_kernel<Q, Rows>, (n + kFeatures - 1) / kFeatures, kWarps * 32, 0, stream,
         x, k, aligned, static_cast<const uint8_t*>(w), n, out);
 }
@@ -453,7 +450,7 @@ bool quant_gemm_usable(int32_t rows, int32_t k, size_t workspace_bytes) {
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (rows <= 0 || rows > kQuantMmaMaxRows) throw std::invalid_argument("launch_quant_gemm: rows must be 1..64");
-    if (reinterpret_cast<uintptr_t>(workspace) % 16)
+    if (!is_aligned(workspace, 16))
         throw std::invalid_argument("launch_quant_gemm: the workspace must be 16-byte aligned");
     const size_t x_bytes = quant_gemm_workspace_bytes(rows, k);
     if (x_bytes > workspace_bytes) throw std::invalid_argument("launch_quant_gemm: workspace too small");
@@ -493,7 +490,7 @@ void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_
 }
 
 void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out, cudaStream_t stream) {
-    if (ldw % 8 || reinterpret_cast<uintptr_t>(out) % 16) {  // rows not on 16-byte boundaries: version 1
+    if (ldw % 8 || !is_aligned(out, 16)) {  // rows not on 16-byte boundaries: version 1
         launch_quant_to_bf16_v1(t, w, n, k, ldw, out, stream);
         return;
     }

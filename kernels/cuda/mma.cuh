@@ -1,7 +1,8 @@
 // The bf16 tensor-core pieces the attention kernels and the quantized GEMM
-// share: the m16n8k16 product (mma.sync, fp32 accumulation), bf16 pairs, and
-// ldmatrix, which gives a warp four 8x8 fragments of a shared-memory tile, one
-// 16-byte row address a lane (lanes 8j..8j+7 give matrix j's rows).
+// share: the m16n8k16 product (mma.sync, fp32 accumulation), bf16 pairs (which
+// the kernels that write bf16 activations use too), and ldmatrix, which gives a
+// warp four 8x8 fragments of a shared-memory tile, one 16-byte row address a
+// lane (lanes 8j..8j+7 give matrix j's rows).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +24,10 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
+}
+// Four floats as four bf16 in order (one 8-byte store).
+__device__ __forceinline__ uint2 pack_bf16x4(float a, float b, float c, float d) {
+    return make_uint2(pack_bf16(a, b), pack_bf16(c, d));
 }
 __device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 lo, __nv_bfloat16 hi) {
     return uint32_t(__bfloat16_as_ushort(lo)) | uint32_t(__bfloat16_as_ushort(hi)) << 16;

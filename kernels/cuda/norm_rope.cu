@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
@@ -57,10 +58,10 @@ __global__ void __launch_bounds__(kNormMaxThreads)
             const float4 v = reinterpret_cast<const float4*>(x)[j], w = reinterpret_cast<const float4*>(weight)[j];
             const float4 y = make_float4(w.x * (inv * v.x), w.y * (inv * v.y), w.z * (inv * v.z), w.w * (inv * v.w));
             reinterpret_cast<float4*>(out + base)[j] = y;
-            if (out16) {
-                __nv_bfloat162* o16 = reinterpret_cast<__nv_bfloat162*>(out16 + base + 4 * j);
-                o16[0] = __floats2bfloat162_rn(y.x, y.y);
-                o16[1] = __floats2bfloat162_rn(y.z, y.w);
+            if (out16) {  // out16 may be only 4-byte aligned: two pair stores
+                uint32_t* o16 = reinterpret_cast<uint32_t*>(out16 + base + 4 * j);
+                o16[0] = pack_bf16(y.x, y.y);
+                o16[1] = pack_bf16(y.z, y.w);
             }
         }
     } else {
@@ -141,9 +142,8 @@ __global__ void __launch_bounds__(kRopeThreads)
 void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
                          int32_t dim, float* out, void* out_bf16, cudaStream_t stream) {
     if (rows == 0) return;
-    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool vec = dim % 4 == 0 && aligned(residual) && aligned(weight) && aligned(out) && (!delta || aligned(delta)) &&
-                     reinterpret_cast<uintptr_t>(out_bf16) % 4 == 0;
+    const bool vec = dim % 4 == 0 && is_aligned(residual, 16) && is_aligned(weight, 16) && is_aligned(out, 16) &&
+                     is_aligned(delta, 16) && is_aligned(out_bf16, 4);
     const int32_t per_thread = vec ? 4 : 1;
     const int threads = std::clamp((dim / per_thread + 31) / 32 * 32, 32, kNormMaxThreads);
     auto* out16 = static_cast<__nv_bfloat16*>(out_bf16);
