@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sequence.h"
+#include "scheduler/sequence_state.h"
 #include "kvcache/block_manager.h"
 
 namespace minfer {
@@ -40,14 +40,14 @@ struct SchedulerConfig {
 };
 
 struct ScheduledSequence {
-    Sequence* seq;
+    SequenceState* seq;
     int32_t num_tokens;  // rows of this sequence in the step: tokens [num_computed, num_computed + num_tokens)
 };
 
 struct SchedulerOutput {
     std::vector<ScheduledSequence> scheduled;  // decodes first
     std::vector<BlockCopy> copies;             // copy-on-write, before the step
-    std::vector<Sequence*> preempted;          // sent back to waiting by this step
+    std::vector<SequenceState*> preempted;          // sent back to waiting by this step
     int32_t num_tokens = 0;
     bool empty() const { return scheduled.empty(); }
 };
@@ -62,11 +62,11 @@ public:
 
     const SchedulerConfig& config() const { return config_; }
     // A new sequence (or one coming back) waits for admission.
-    void add_waiting(Sequence* seq);
+    void add_waiting(SequenceState* seq);
     // A sequence forked from a running one runs from the next step on.
-    void add_running(Sequence* seq);
+    void add_running(SequenceState* seq);
     // Drops a finished or aborted sequence and frees its blocks.
-    void remove(Sequence* seq);
+    void remove(SequenceState* seq);
 
     SchedulerOutput schedule();
 
@@ -77,17 +77,17 @@ public:
     const std::map<std::string, double>& client_counters() const { return counters_; }
 
 private:
-    bool before(const Sequence* a, const Sequence* b) const;  // policy order of waiting sequences
-    static bool lower_priority(const Sequence* a, const Sequence* b);  // a is preempted before b
-    int32_t fit_logits(const Sequence& seq, int32_t count, int32_t rows_left) const;
-    void preempt(Sequence* seq, SchedulerOutput& out);
-    void charge(Sequence& seq, int32_t count);
+    bool before(const SequenceState* a, const SequenceState* b) const;  // policy order of waiting sequences
+    static bool lower_priority(const SequenceState* a, const SequenceState* b);  // a is preempted before b
+    int32_t fit_logits(const SequenceState& seq, int32_t count, int32_t rows_left) const;
+    void preempt(SequenceState* seq, SchedulerOutput& out);
+    void charge(SequenceState& seq, int32_t count);
     void client_active(const std::string& client, int delta);
 
     SchedulerConfig config_;
     BlockManager& blocks_;
-    std::vector<Sequence*> waiting_;
-    std::vector<Sequence*> running_;
+    std::vector<SequenceState*> waiting_;
+    std::vector<SequenceState*> running_;
     int64_t num_preemptions_ = 0;
     std::map<std::string, double> counters_;       // VTC: service received per client
     std::map<std::string, int> active_;            // sequences waiting or running, per client

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/core/llm_engine.h"
 
 namespace minfer {
 

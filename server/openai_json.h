@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/completion_json.h"
-#include "server/http_server.h"
+#include "server/completion_json.h"
+#include "server/http/http_server.h"
 
 namespace minfer {
 

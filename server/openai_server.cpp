@@ -10,8 +10,8 @@
 #include <mutex>
 #include <random>
 
-#include "engine/chat_prompt.h"
-#include "engine/completion_json.h"
+#include "engine/text/chat_prompt.h"
+#include "server/completion_json.h"
 #include "server/openai_json.h"
 
 namespace minfer {

@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/chat/chat_template.h"
-#include "engine/engine_thread.h"
-#include "server/http_server.h"
+#include "engine/text/chat/chat_template.h"
+#include "engine/core/engine_thread.h"
+#include "server/http/http_server.h"
 #include "server/metrics.h"
 
 namespace minfer {

@@ -8,7 +8,7 @@ import {
     formatNumber, formatBytes, formatSignificant,
 } from "./kit.js";
 
-// The shapes of the models minfer runs (engine/synth.cpp's presets, checked
+// The shapes of the models minfer runs (engine/gguf/synth.cpp's presets, checked
 // with `minfer inspect --synthetic PRESET`). Parameters count every weight,
 // embeddings included (the preset's f32 GGUF data section / 4).
 const MODELS = {

@@ -11,7 +11,7 @@
 
 #include "book/site/book_index.h"
 #include "book/site/rate_limit.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace minfer::book {
 

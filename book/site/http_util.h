@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace minfer::book {
 

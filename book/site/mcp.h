@@ -23,7 +23,7 @@
 
 #include "book/site/book_index.h"
 #include "book/site/mcp_tools.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace minfer::book {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace minfer::book {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "book/site/site.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace minfer::book {
 

@@ -11,7 +11,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The folders walked when git is not available (a tarball of the repository).
-constexpr const char* kSourceFolders[] = {"engine", "kernels", "kvcache", "scheduler", "dist", "server",
+constexpr const char* kSourceFolders[] = {"engine", "kernels", "kvcache", "scheduler", "dist", "server", "cli",
                                           "book",   "tests",   "scripts", "models"};
 
 // A plain file reached without following any symlink: every component from the

@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/float16.h"
-#include "engine/quant.h"
+#include "kernels/backend.h"
+#include "kernels/formats/float16.h"
+#include "kernels/formats/quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_dot.h"

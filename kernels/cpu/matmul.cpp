@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/float16.h"
-#include "engine/quant.h"
+#include "kernels/formats/float16.h"
+#include "kernels/formats/quant.h"
 #include "kernels/cpu/vec_dot.h"
 
 namespace minfer::cpu {

@@ -32,7 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/gguf.h"
+#include "kernels/formats/ggml_type.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace minfer::cpu {

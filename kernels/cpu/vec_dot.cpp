@@ -33,8 +33,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/float16.h"
-#include "engine/quant.h"
+#include "kernels/formats/float16.h"
+#include "kernels/formats/quant.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
     defined(__F16C__)

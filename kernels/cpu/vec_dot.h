@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/gguf.h"
+#include "kernels/formats/ggml_type.h"
 
 namespace minfer::cpu {
 

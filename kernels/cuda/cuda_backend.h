@@ -1,4 +1,4 @@
-// The CUDA backend: the Backend contract of engine/backend.h on one GPU.
+// The CUDA backend: the Backend contract of kernels/backend.h on one GPU.
 // Plain C++ (no CUDA headers), so that any target of minfer_core can include it
 // when the library is built with MINFER_HAVE_CUDA.
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/backend.h"
+#include "kernels/backend.h"
 
 namespace minfer {
 

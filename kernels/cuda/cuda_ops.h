@@ -39,7 +39,7 @@ struct DeviceStep {
 constexpr int kAttnTileRows = 64;
 
 enum class DType : int32_t { F32, F16, BF16 };
-// The KV pool's elements (engine/backend.h's KVDType).
+// The KV pool's elements (kernels/backend.h's KVDType).
 enum class PoolType : int32_t { F32, BF16 };
 
 // ---- elementwise.cu ------------------------------------------------------------
@@ -97,7 +97,7 @@ void launch_argmax_rows(const float* logits, int32_t rows, int32_t vocab, void* 
                         cudaStream_t stream);
 
 // ---- sampling_device.cu ----------------------------------------------------------------
-// The whole of engine/sampling.cpp's sample_row on the device. The host packs
+// The whole of kernels/sampling.cpp's sample_row on the device. The host packs
 // each step's rows (device_sampler.cpp) into one upload; every struct here is
 // made of 4-byte fields only, so the sections of that upload are arrays of words.
 struct SampleRowParams {

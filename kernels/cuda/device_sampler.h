@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/sampling.h"
+#include "kernels/sampling.h"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace minfer::cuda {

@@ -152,7 +152,7 @@ struct Q45_K {
     __device__ static Unit load(const uint8_t* b, int u) {
         const int p = u / 2, l = 16 * (u % 2);
         // The 16-byte head: d and dmin, then the 12 scale bytes. The 6-bit scales
-        // and mins (q4k_scale_min in engine/quant.h) of sub-blocks 0..3 and 4..7,
+        // and mins (q4k_scale_min in kernels/formats/quant.h) of sub-blocks 0..3 and 4..7,
         // four to a word, one byte each.
         const uint4 head = *reinterpret_cast<const uint4*>(b);
         const uint32_t sc = p < 2 ? head.y & 0x3F3F3F3Fu : (head.w & kLowNibbles) | (head.y >> 2 & 0x30303030u);

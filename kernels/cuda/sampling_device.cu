@@ -1,5 +1,5 @@
 // Sampling on the device, bit for bit the reference sampler of
-// engine/sampling.cpp (sample_row) except for the order of its double sums:
+// kernels/sampling.cpp (sample_row) except for the order of its double sums:
 //
 //   1. sample_processors_kernel (one block per row): the allowed mask, then the
 //      row's token entries (one distinct id per thread, so no two threads
@@ -32,7 +32,7 @@ constexpr int kProcThreads = 256;
 constexpr int kGatherThreads = 256;
 constexpr int kSampleThreads = 1024;
 
-// philox4x32 and philox_uniform of engine/sampling.cpp.
+// philox4x32 and philox_uniform of kernels/sampling.cpp.
 __device__ __forceinline__ float philox_uniform(const SampleRowParams& p) {
     uint32_t c0 = p.pos_lo, c1 = p.pos_hi, c2 = p.stream_lo, c3 = p.stream_hi;
     uint32_t k0 = p.seed_lo, k1 = p.seed_hi;

@@ -13,7 +13,7 @@
 #include <optional>
 #include <span>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 using namespace minfer;
 

@@ -1,5 +1,5 @@
 // libFuzzer target for the Jinja interpreter behind chat templates
-// (engine/chat/jinja_*.cpp; see README.md in this folder).
+// (engine/text/chat/jinja_*.cpp; see README.md in this folder).
 //
 // Any input is a template. Parsing must either succeed or throw a
 // TemplateError; rendering it for a small tool-calling conversation must
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/chat/jinja_interpreter.h"
-#include "engine/chat/jinja_parser.h"
+#include "engine/text/chat/jinja_interpreter.h"
+#include "engine/text/chat/jinja_parser.h"
 
 using namespace minfer::jinja;
 

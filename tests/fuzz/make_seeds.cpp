@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 using namespace minfer;
 

@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/float16.h"
-#include "engine/quant.h"
+#include "kernels/backend.h"
+#include "kernels/formats/float16.h"
+#include "kernels/formats/quant.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "tests/gpu/fp8_host.h"
+#include "fp8_host.h"
 
 using namespace minfer;
 

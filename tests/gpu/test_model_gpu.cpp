@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/generate.h"
-#include "engine/model.h"
-#include "engine/model_runner.h"
-#include "engine/model_source.h"
-#include "engine/tokenizer.h"
+#include "engine/core/generate.h"
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
+#include "engine/gguf/model_source.h"
+#include "engine/text/tokenizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kvcache/block_allocator.h"
 

@@ -311,7 +311,7 @@ def test_build_base_url_makes_llms_txt_absolute(tmp_path):
         assert (out / twin(path).lstrip("/")).is_file(), path
     assert (out / "llms-full.txt").is_file()
     assert (out / "static" / "site.js").is_file()
-    assert (out / "source" / "engine" / "cli" / "main.cpp" / "index.html").is_file()
+    assert (out / "source" / "cli" / "main.cpp" / "index.html").is_file()
 
 
 # ---- source links ------------------------------------------------------------
@@ -342,8 +342,8 @@ def test_every_source_link_resolves_to_its_lines(server):
 
 
 def test_source_view_numbers_every_line(server):
-    text = (BOOK_ROOT / "engine" / "cli" / "main.cpp").read_text()
-    status, _, body = server.get("/source/engine/cli/main.cpp")
+    text = (BOOK_ROOT / "cli" / "main.cpp").read_text()
+    status, _, body = server.get("/source/cli/main.cpp")
     assert status == 200
     ids = parse(body).ids
     lines = text.count("\n") + (0 if text.endswith("\n") else 1)
@@ -372,7 +372,7 @@ def test_the_real_book_builds(tmp_path):
 
 
 def test_build_fails_on_a_broken_source_link(repo_copy, tmp_path):
-    page = write_section_with(repo_copy, "[gone](src:engine/cli/main.cpp#no_such_symbol_anywhere)")
+    page = write_section_with(repo_copy, "[gone](src:cli/main.cpp#no_such_symbol_anywhere)")
     proc = build(repo_copy, tmp_path / "site")
     assert proc.returncode == 1
     assert page in proc.stderr and "no_such_symbol_anywhere" in proc.stderr
@@ -416,7 +416,7 @@ def test_serve_refuses_to_start_with_a_broken_link(repo_copy):
 TRAVERSALS = ["/source/../../etc/passwd", "/source/%2e%2e/%2e%2e/etc/passwd", "/source/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
               "/source//etc/passwd", "/source/%2fetc%2fpasswd", "/source/.git/config", "/source/build/CMakeCache.txt",
               "/source/engine/../../../etc/passwd", "/source/engine%5c..%5c..%5cetc%5cpasswd",
-              "/source/engine/cli/main.cpp%00.html", "/source/", "/source/.venv/pyvenv.cfg"]
+              "/source/cli/main.cpp%00.html", "/source/", "/source/.venv/pyvenv.cfg"]
 
 
 @pytest.mark.parametrize("path", TRAVERSALS)
@@ -434,7 +434,7 @@ def test_a_symlink_out_of_the_tree_is_not_served(repo_copy):
     try:
         for path in ["/source/engine/outside", "/source/engine/outside_dir/passwd", "/source/engine/outside_dir/hostname"]:
             assert s.get(path)[0] == 404, path
-        assert s.get("/source/engine/cli/main.cpp")[0] == 200
+        assert s.get("/source/cli/main.cpp")[0] == 200
     finally:
         s.stop()
 
@@ -510,7 +510,7 @@ def test_site_js_in_a_browser(server):
                 page.goto(server.base_url + code_page)
                 page.locator("pre code.hljs").first.wait_for(timeout=10_000)
 
-            page.goto(server.base_url + "/source/engine/cli/main.cpp#L3-L5")
+            page.goto(server.base_url + "/source/cli/main.cpp#L3-L5")
             band = page.locator(".lk-range")
             band.wait_for(timeout=10_000)
             assert page.locator(".lk-gutter a.hl").count() == 3

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import MODEL, SHARED, run_minfer
+from conftest import MODEL, ROOT, SHARED, run_minfer
 
 CASES = json.loads((SHARED / "reference" / "stories260K" / "run_c_greedy.json").read_text())
 
@@ -130,3 +130,18 @@ def test_bad_flags(tmp_path):
         proc = run_minfer("generate", MODEL, *flags, check=False)
         assert proc.returncode == 2, (flags, proc.stderr)
         assert needle in proc.stderr, (flags, proc.stderr)
+
+
+MIXED64 = ROOT / "tests" / "integration" / "data" / "mixed64"
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-num-batched-tokens", "16", "--num-kv-blocks", "48", "--block-size", "8",
+                                        "--scheduling-policy", "priority"]], ids=["roomy", "chunked-preempting"])
+def test_mixed_workload_byte_identical(tmp_path, flags):
+    # 64 requests over every path of the step pipeline (sampling, n > 1, logprobs,
+    # echo, stops, penalties, bias, min_tokens, priorities, shared prefixes):
+    # the results are byte for byte those of the engine before the pipeline was
+    # redesigned (data/mixed64/expected.jsonl, written by main at 29d8c95).
+    dst = tmp_path / "results.jsonl"
+    run_minfer("generate", MODEL, "--input", MIXED64 / "requests.jsonl", "--output", dst, *flags, timeout=600)
+    assert dst.read_bytes() == (MIXED64 / "expected.jsonl").read_bytes()

@@ -1,4 +1,4 @@
-"""Our quant formats (engine/quant.h, driven through tests/tools/quant_tool)
+"""Our quant formats (kernels/formats/quant.h, driven through tests/tools/quant_tool)
 against an independent oracle: the PyPI package gguf (gguf.quants), whose numpy
 decoders are maintained with llama.cpp.
 

@@ -1,4 +1,4 @@
-// quant_tool: our reference quantizers and dequantizers (engine/quant.h) on raw
+// quant_tool: our reference quantizers and dequantizers (kernels/formats/quant.h) on raw
 // files, so Python tests can compare them with independent oracles (gguf-py).
 //
 //   quant_tool dequant TYPE IN.bin OUT.f32   raw blocks in, float32 (native, little-endian) out
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/gguf/gguf.h"
+#include "kernels/formats/quant.h"
 
 using namespace minfer;
 

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench_serve/arrivals.h"
-#include "engine/bench_serve/dataset.h"
-#include "engine/bench_serve/http_stream_client.h"
-#include "engine/bench_serve/metrics.h"
-#include "engine/bench_serve/openai_stream.h"
-#include "engine/bench_serve/sse_parser.h"
-#include "engine/bench_serve/svg_plot.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "server/bench/arrivals.h"
+#include "server/bench/dataset.h"
+#include "server/bench/http_stream_client.h"
+#include "server/bench/metrics.h"
+#include "server/bench/openai_stream.h"
+#include "server/bench/sse_parser.h"
+#include "server/bench/svg_plot.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
 
 using namespace minfer;
 using namespace minfer::bench;

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/pretokenizer.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode_text.h"
-#include "engine/wordpiece_tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/pretokenizer.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/unicode_text.h"
+#include "engine/text/wordpiece_tokenizer.h"
 
 using namespace minfer;
 

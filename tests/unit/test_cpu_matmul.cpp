@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/quant.h"
+#include "kernels/formats/quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_dot.h"
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/float16.h"
+#include "kernels/backend.h"
+#include "kernels/formats/float16.h"
 
 using namespace minfer;
 

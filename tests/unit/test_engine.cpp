@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_thread.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
-#include "engine/model_runner.h"
-#include "engine/model_source.h"
-#include "engine/tokenizer.h"
+#include "engine/core/engine_thread.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
+#include "engine/gguf/model_source.h"
+#include "engine/text/tokenizer.h"
 
 using namespace minfer;
 

@@ -19,7 +19,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 using namespace minfer;
 

@@ -1,4 +1,4 @@
-// The Jinja interpreter behind chat templates (engine/chat/). Expected strings
+// The Jinja interpreter behind chat templates (engine/text/chat/). Expected strings
 // are what Python's jinja2 renders, set up as Hugging Face sets it up
 // (trim_blocks, lstrip_blocks, loopcontrols); tests/integration/
 // test_chat_templates.py checks real templates against jinja2 itself.
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/chat/chat_template.h"
-#include "engine/chat/jinja_interpreter.h"
-#include "engine/chat/jinja_parser.h"
+#include "engine/text/chat/chat_template.h"
+#include "engine/text/chat/jinja_interpreter.h"
+#include "engine/text/chat/jinja_parser.h"
 
 using namespace minfer;
 using jinja::Value;

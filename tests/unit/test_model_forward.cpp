@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "engine/float16.h"
-#include "engine/generate.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_runner.h"
+#include "kernels/formats/float16.h"
+#include "engine/core/generate.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
 
 using namespace minfer;
 

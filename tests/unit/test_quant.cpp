@@ -1,4 +1,4 @@
-// Quant formats (engine/quant.h): block sizes, hand-built blocks decoded by the
+// Quant formats (kernels/formats/quant.h): block sizes, hand-built blocks decoded by the
 // formulas in shared/docs/gguf-notes.md (written out again here, independently
 // of quant.cpp), and round-trip error bounds of our quantizers. The byte-level
 // cross-check against gguf-py is tests/integration/test_quant_oracle.py.
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/float16.h"
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "kernels/formats/float16.h"
+#include "engine/gguf/gguf.h"
+#include "kernels/formats/quant.h"
 
 using namespace minfer;
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/sampling.h"
+#include "kernels/sampling.h"
 
 using namespace minfer;
 

@@ -1,4 +1,4 @@
-// Synthetic models (engine/synth.h): the presets' shapes against the real
+// Synthetic models (engine/gguf/synth.h): the presets' shapes against the real
 // models, llama.cpp's Q4_K_M mix, determinism, every dtype encoding the same
 // f32 values, the streamed file against the in-memory image, the vocabulary,
 // and small synthetic llama3/qwen2 models run against a double-precision
@@ -17,15 +17,15 @@
 
 #include <fmt/format.h>
 
-#include "engine/float16.h"
-#include "engine/generate.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_runner.h"
-#include "engine/model_source.h"
-#include "engine/quant.h"
-#include "engine/synth.h"
-#include "engine/tokenizer.h"
+#include "kernels/formats/float16.h"
+#include "engine/core/generate.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
+#include "engine/gguf/model_source.h"
+#include "kernels/formats/quant.h"
+#include "engine/gguf/synth.h"
+#include "engine/text/tokenizer.h"
 
 using namespace minfer;
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/sentencepiece_tokenizer.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 using namespace minfer;
 

@@ -1,0 +1,172 @@
+#include "cli/cli_common.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "cli/commands.h"
+#include "engine/gguf/model_source.h"
+
+namespace minfer::cli {
+
+cxxopts::ParseResult parse_or_usage(cxxopts::Options& opts, int argc, char** argv) {
+    try {
+        return opts.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+        throw UsageError(e.what());
+    }
+}
+
+void add_synthetic_option(cxxopts::Options& opts) {
+    opts.add_options()("synthetic", "use a random-weight model built in memory instead of a file: PRESET[:DTYPE] "
+                                    "(see minfer synth --list)", cxxopts::value<std::string>());
+}
+
+GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights) {
+    const std::string spec = args.count("synthetic") ? args["synthetic"].as<std::string>() : "";
+    if (!spec.empty() && args.count(file_option)) throw UsageError("give a model file or --synthetic, not both");
+    if (args.count("synthetic") && spec.empty()) throw UsageError("--synthetic needs PRESET[:DTYPE]");
+    try {
+        return open_model_source(args[file_option].as<std::string>(), spec, weights);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--synthetic: ") + e.what());
+    }
+}
+
+void add_engine_options(cxxopts::Options& opts) {
+    // clang-format off
+    opts.add_options("engine")
+        ("max-num-seqs", "sequences in one step", cxxopts::value<int32_t>()->default_value("256"))
+        ("max-num-batched-tokens", "token rows in one step (prefill chunks and decodes)",
+         cxxopts::value<int32_t>()->default_value("2048"))
+        ("max-model-len", "context length cap (default: the model's)", cxxopts::value<int32_t>()->default_value("0"))
+        ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
+        ("num-kv-blocks", "force the KV pool to this many blocks", cxxopts::value<int32_t>()->default_value("0"))
+        ("kv-cache-memory", "bytes for the KV pool, e.g. 2G (default: on the CPU a quarter of free memory, "
+         "on a GPU what --gpu-memory-utilization leaves)", cxxopts::value<std::string>())
+        ("gpu-memory-utilization", "fraction of the GPU's memory for the model, activations and KV cache",
+         cxxopts::value<double>()->default_value("0.9"))
+        ("enforce-eager", "never record decode steps as CUDA graphs")
+        ("no-prefix-caching", "do not reuse the KV blocks of shared prompt prefixes")
+        ("scheduling-policy", "fcfs, priority (lower first) or fair (per user)",
+         cxxopts::value<std::string>()->default_value("fcfs"))
+        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
+    // clang-format on
+    add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
+}
+
+void add_kv_cache_dtype_option(cxxopts::Options& opts) {
+    opts.add_options("engine")("kv-cache-dtype",
+                               "auto (the backend's choice: bfloat16 on cuda, float32 on the CPU), float32 or "
+                               "bfloat16 (half the memory a token takes; keys and values rounded to bf16)",
+                               cxxopts::value<std::string>()->default_value("auto"));
+}
+
+std::optional<KVDType> kv_cache_dtype_from(const cxxopts::ParseResult& args) {
+    const std::string name = args.count("kv-cache-dtype") ? args["kv-cache-dtype"].as<std::string>() : "auto";
+    if (name == "auto") return std::nullopt;
+    if (name == "float32" || name == "fp32" || name == "f32") return KVDType::F32;
+    if (name == "bfloat16" || name == "bf16") return KVDType::BF16;
+    throw UsageError("--kv-cache-dtype must be auto, float32 or bfloat16, got '" + name + "'");
+}
+
+void add_quantization_option(cxxopts::Options& opts) {
+    opts.add_options("engine")("quantization",
+                               "none, or fp8: the layers' dense weights converted to FP8 E4M3 at load (per-tensor "
+                               "scale; CUDA only)",
+                               cxxopts::value<std::string>()->default_value("none"));
+}
+
+size_t parse_bytes(const std::string& text, const std::string& flag) {
+    size_t end = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &end);
+    } catch (const std::exception&) {
+        throw UsageError(flag + " takes a size such as 4G or 512M, got '" + text + "'");
+    }
+    const std::string unit = text.substr(end);
+    double scale = 1;
+    if (unit == "K" || unit == "KiB" || unit == "k") scale = 1024.0;
+    else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+    else if (unit == "T" || unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+    else if (!unit.empty()) throw UsageError(flag + ": unknown unit '" + unit + "' (K, M, G or T)");
+    if (!(value > 0) || value * scale > 1e15) throw UsageError(flag + " must be a positive size");
+    return static_cast<size_t>(value * scale);
+}
+
+EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
+    EngineConfig c;
+    c.max_num_seqs = args["max-num-seqs"].as<int32_t>();
+    c.max_num_batched_tokens = args["max-num-batched-tokens"].as<int32_t>();
+    c.max_model_len = args["max-model-len"].as<int32_t>();
+    c.block_size = args["block-size"].as<int32_t>();
+    c.num_kv_blocks = args["num-kv-blocks"].as<int32_t>();
+    if (c.max_num_seqs <= 0 || c.max_num_seqs > 65536) throw UsageError("--max-num-seqs must be in 1..65536");
+    if (c.max_num_batched_tokens <= 0 || c.max_num_batched_tokens > 1 << 20)
+        throw UsageError("--max-num-batched-tokens must be in 1..1048576");
+    if (c.max_model_len < 0) throw UsageError("--max-model-len must be >= 0");
+    if (c.block_size <= 0 || c.block_size > 1024) throw UsageError("--block-size must be in 1..1024");
+    if (c.num_kv_blocks < 0) throw UsageError("--num-kv-blocks must be >= 0");
+    if (args.count("kv-cache-memory")) c.kv_cache_memory = parse_bytes(args["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
+    c.gpu_memory_utilization = args["gpu-memory-utilization"].as<double>();
+    if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
+        throw UsageError("--gpu-memory-utilization must be in (0, 1]");
+    c.enforce_eager = args.count("enforce-eager") > 0;
+    c.kv_cache_dtype = kv_cache_dtype_from(args);
+    c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
+    try {
+        c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--scheduling-policy: ") + e.what());
+    }
+    return c;
+}
+
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args) {
+    const std::string device = args["device"].as<std::string>();
+    if (device != "cpu" && device != "cuda" && device != "auto")
+        throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
+    const int32_t threads = args.count("threads") ? args["threads"].as<int32_t>() : 0;
+    if (threads < 0) throw UsageError("--threads must be >= 0");
+    BackendOptions options;
+    const std::string quant = args.count("quantization") ? args["quantization"].as<std::string>() : "none";
+    if (quant == "fp8")
+        options.quantization = WeightQuantization::FP8;
+    else if (quant != "none")
+        throw UsageError("--quantization must be none or fp8, got '" + quant + "'");
+    if (options.quantization == WeightQuantization::None) return make_backend(device, threads);
+    try {
+        return make_backend(device, threads, options);
+    } catch (const std::invalid_argument& e) {  // fp8 on the CPU: a usage error
+        throw UsageError(e.what());
+    }
+}
+
+const char* default_model_path() {
+    // The bundled model, found next to the binary's build folder (build/minfer
+    // -> models/) or under the working directory.
+    static const std::string path = [] {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+        if (!ec) {
+            const fs::path p = exe.parent_path().parent_path() / "models" / "stories260K.gguf";
+            if (fs::exists(p, ec)) return p.string();
+        }
+        return std::string("models/stories260K.gguf");
+    }();
+    return path.c_str();
+}
+
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config) {
+    try {
+        return std::make_unique<LLMEngine>(model, tokenizer, config);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,50 @@
+// Helpers shared by the subcommands.
+#pragma once
+
+#include <cxxopts.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "engine/gguf/gguf.h"
+#include "engine/core/llm_engine.h"
+
+namespace minfer::cli {
+
+// A bad flag or argument: main() prints it as one line and exits with 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// cxxopts' own parse errors become UsageErrors.
+cxxopts::ParseResult parse_or_usage(cxxopts::Options& opts, int argc, char** argv);
+
+// --synthetic PRESET[:DTYPE], for every command that takes a model file: a
+// random-weight model (minfer synth --list) built in memory instead.
+void add_synthetic_option(cxxopts::Options& opts);
+// The model a command works on: the --synthetic one if given, else the file
+// named by `file_option`. Both at once, or a bad spec, is a UsageError. With
+// weights = false a synthetic model has only its metadata and tokenizer.
+GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights = true);
+
+// The engine's flags (vLLM's names): --max-num-seqs, --max-num-batched-tokens,
+// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,
+// --no-prefix-caching, --scheduling-policy, --kv-cache-dtype, plus --device and --threads.
+void add_engine_options(cxxopts::Options& opts);
+// --quantization none|fp8 (part of add_engine_options; for commands that declare their own --device).
+void add_quantization_option(cxxopts::Options& opts);
+// --kv-cache-dtype auto|float32|bfloat16 (part of add_engine_options); auto is nullopt.
+void add_kv_cache_dtype_option(cxxopts::Options& opts);
+std::optional<KVDType> kv_cache_dtype_from(const cxxopts::ParseResult& args);
+EngineConfig engine_config_from(const cxxopts::ParseResult& args);
+// The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+
+// The backend --device names (and --threads and --quantization, for commands
+// that have them); a bad value, or fp8 without a GPU, is a UsageError.
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
+
+// "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).
+size_t parse_bytes(const std::string& text, const std::string& flag);
+
+}  // namespace minfer::cli

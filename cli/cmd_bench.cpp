@@ -1,0 +1,148 @@
+// minfer bench latency: prefill and decode throughput of one model.
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "engine/core/bench_latency.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/model/model.h"
+
+namespace minfer::cli {
+
+namespace {
+
+int bench_latency_cmd(int argc, char** argv) {
+    cxxopts::Options opts("minfer bench latency",
+                          "Prefill and decode speed: medians of several runs after a warm-up, on random token ids.");
+    opts.custom_help("[MODEL] [options]");
+    opts.positional_help("");
+    // clang-format off
+    opts.add_options()
+        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
+        ("batch", "sequences decoded together", cxxopts::value<int32_t>()->default_value("1"))
+        ("input-len", "prompt tokens per sequence", cxxopts::value<int32_t>()->default_value("128"))
+        ("output-len", "tokens generated per sequence", cxxopts::value<int32_t>()->default_value("64"))
+        ("repetitions", "measured runs", cxxopts::value<int32_t>()->default_value("5"))
+        ("warmup", "unmeasured runs first", cxxopts::value<int32_t>()->default_value("1"))
+        ("device", "cpu, cuda, or auto", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
+        ("enforce-eager", "never record decode steps as CUDA graphs")
+        ("profile-steps", "the device profiler collects only the first N decode steps of the last run "
+                          "(for ncu --profile-from-start off)", cxxopts::value<int32_t>()->default_value("0"))
+        ("profile-prefill", "the device profiler collects the prefill of the last run (for ncu --profile-from-start off)")
+        ("json", "print one JSON object")
+        ("h,help", "show this help");
+    // clang-format on
+    add_synthetic_option(opts);
+    add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
+    opts.parse_positional({"model"});
+    const auto args = parse_or_usage(opts, argc, argv);
+    if (args.count("help")) {
+        std::printf("%s\n", opts.help().c_str());
+        return 0;
+    }
+    LatencyOptions o;
+    o.batch = args["batch"].as<int32_t>();
+    o.input_len = args["input-len"].as<int32_t>();
+    o.output_len = args["output-len"].as<int32_t>();
+    o.repetitions = args["repetitions"].as<int32_t>();
+    o.warmup = args["warmup"].as<int32_t>();
+    o.enforce_eager = args.count("enforce-eager") > 0;
+    o.profile_steps = args["profile-steps"].as<int32_t>();
+    o.profile_prefill = args.count("profile-prefill") > 0;
+    o.kv_dtype = kv_cache_dtype_from(args);
+    if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
+    if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
+    if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
+    if (o.repetitions <= 0 || o.warmup < 0) throw UsageError("--repetitions must be > 0 and --warmup >= 0");
+    if (o.profile_steps < 0 || o.profile_steps > std::max(0, o.output_len - 1))
+        throw UsageError(fmt::format("--profile-steps must be in 0..{} (the decode steps: --output-len - 1)",
+                                     std::max(0, o.output_len - 1)));
+    const std::string path = args.count("synthetic") ? fmt::format("synthetic:{}", args["synthetic"].as<std::string>())
+                                                     : args["model"].as<std::string>();
+    auto backend = backend_from(args);
+    auto model = Model::load(open_model_arg(args, "model"), *backend);
+    const ModelConfig& c = model->config();
+    if (o.input_len + o.output_len > c.context_len)
+        throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",
+                                     o.input_len + o.output_len, c.context_len));
+    const LatencyResult r = bench_latency(*model, o);
+    // Rooflines: decode reads its bytes at the copy bandwidth at best; prefill does its FLOPs at the GEMM rate.
+    const bool fp8 = args.count("quantization") && args["quantization"].as<std::string>() == "fp8";
+    const HardwareLimits hw = hardware_limits(backend->name(), fp8);
+    const double decode_roofline_tok_s = hw.bytes_per_s > 0 && r.decode_bytes_per_step > 0
+                                             ? o.batch * hw.bytes_per_s / r.decode_bytes_per_step : 0;
+    const double prefill_roofline_tok_s =
+        hw.flop_per_s > 0 && r.prefill_flops > 0 ? double(o.batch) * o.input_len * hw.flop_per_s / r.prefill_flops : 0;
+
+    if (args.count("json")) {
+        boost::json::object j;
+        j["model"] = path;
+        j["backend"] = backend->name();
+        j["kv_cache_dtype"] = kv_dtype_name(r.kv_dtype);
+        j["batch"] = o.batch;
+        j["input_len"] = o.input_len;
+        j["output_len"] = o.output_len;
+        j["repetitions"] = o.repetitions;
+        j["prefill_tok_s"] = r.prefill_tok_s;
+        j["decode_tok_s"] = r.decode_tok_s;
+        j["prefill_ms"] = r.prefill_seconds * 1e3;
+        j["decode_step_ms"] = r.decode_step_ms;
+        j["decode_gb_s"] = r.decode_gb_s;
+        j["prefill_tflop_s"] = r.prefill_tflop_s;
+        j["decode_bytes_per_step"] = r.decode_bytes_per_step;
+        j["decode_roofline_tok_s"] = decode_roofline_tok_s;
+        j["prefill_roofline_tok_s"] = prefill_roofline_tok_s;
+        j["decode_d2h_bytes_per_step"] = r.decode_d2h_bytes_per_step;
+        j["decode_h2d_bytes_per_step"] = r.decode_h2d_bytes_per_step;
+        j["decode_idle_gap_us"] = r.decode_idle_gap_us;
+        j["cuda_graphs"] = r.recordings;
+        j["prefill_runs_s"] = boost::json::value_from(r.prefill_runs);
+        j["decode_runs_s"] = boost::json::value_from(r.decode_runs);
+        std::printf("%s\n", boost::json::serialize(j).c_str());
+        return 0;
+    }
+    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s, KV cache %s\n", path.c_str(), c.arch.c_str(),
+                c.n_layers, c.dim, backend->name().c_str(), kv_dtype_name(r.kv_dtype));
+    std::printf("prefill  batch %d x %d tokens: %10.1f tok/s  (%.2f ms, %.3f TFLOP/s)\n", o.batch, o.input_len,
+                r.prefill_tok_s, r.prefill_seconds * 1e3, r.prefill_tflop_s);
+    if (prefill_roofline_tok_s > 0)
+        std::printf("         roofline %.0f tok/s at %.0f TFLOP/s: %.1f%% of it\n", prefill_roofline_tok_s,
+                    hw.flop_per_s / 1e12, 100.0 * r.prefill_tok_s / prefill_roofline_tok_s);
+    if (o.output_len > 1) {
+        std::printf("decode   batch %d x %d steps:  %10.1f tok/s  (%.3f ms/step, %.1f GB/s of weights and KV)\n",
+                    o.batch, o.output_len - 1, r.decode_tok_s, r.decode_step_ms, r.decode_gb_s);
+        if (decode_roofline_tok_s > 0)
+            std::printf("         roofline %.0f tok/s (%.2f GB a step at %.2f TB/s): %.1f%% of it\n",
+                        decode_roofline_tok_s, r.decode_bytes_per_step / 1e9, hw.bytes_per_s / 1e12,
+                        100.0 * r.decode_tok_s / decode_roofline_tok_s);
+        if (backend->name() != "cpu")
+            std::printf("         per step: %.0f B device-to-host, %.0f B host-to-device, device idle %.1f us "
+                        "between steps (median); %d CUDA graphs%s\n",
+                        r.decode_d2h_bytes_per_step, r.decode_h2d_bytes_per_step, r.decode_idle_gap_us, r.recordings,
+                        o.enforce_eager ? " (--enforce-eager)" : "");
+    }
+    std::printf("(medians of %d runs after %d warm-up)\n", o.repetitions, o.warmup);
+    return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        std::printf("usage: minfer bench latency [MODEL] [options]   (minfer bench latency --help)\n"
+                    "       minfer bench serve [options]            (minfer bench serve --help)\n");
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string what = argv[1];
+    if (what == "latency") return bench_latency_cmd(argc - 1, argv + 1);
+    if (what == "serve") return cmd_bench_serve(argc - 1, argv + 1);
+    throw UsageError("unknown benchmark '" + what + "' (try: latency, serve)");
+}
+
+}  // namespace minfer::cli

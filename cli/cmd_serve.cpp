@@ -1,0 +1,99 @@
+// minfer serve: the OpenAI-compatible HTTP server (server/).
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "engine/text/chat/chat_template.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/model/model.h"
+#include "engine/text/tokenizer.h"
+#include "server/openai_server.h"
+
+namespace minfer::cli {
+
+int cmd_serve(int argc, char** argv) {
+    cxxopts::Options opts("minfer serve",
+                          "OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize,\n"
+                          "/detokenize, /health, /ready, /metrics. SIGINT/SIGTERM finish the requests in flight, then exit.");
+    opts.custom_help("[MODEL] [options]");
+    opts.positional_help("");
+    // clang-format off
+    opts.add_options()
+        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
+        ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
+        ("port", "port to listen on (0: any free port, printed at start)", cxxopts::value<int32_t>()->default_value("8000"))
+        ("served-model-name", "the model name clients send (default: the file name without .gguf)", cxxopts::value<std::string>())
+        ("api-key", "require Authorization: Bearer KEY on /v1 routes (default: $MINFER_API_KEY)", cxxopts::value<std::string>())
+        ("chat-template", "FILE or built-in NAME (chatml, llama2, llama3, gemma) instead of the model's template",
+         cxxopts::value<std::string>()->default_value(""))
+        ("max-body-bytes", "largest request body (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("8M"))
+        ("max-waiting", "waiting requests beyond which new ones get 503", cxxopts::value<int32_t>()->default_value("1024"))
+        ("timeout-keep-alive", "seconds an idle keep-alive connection stays open", cxxopts::value<int32_t>()->default_value("60"))
+        ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"))
+        ("h,help", "show this help");
+    // clang-format on
+    add_synthetic_option(opts);
+    add_engine_options(opts);
+    opts.parse_positional({"model"});
+    const auto args = parse_or_usage(opts, argc, argv);
+    if (args.count("help")) {
+        std::printf("%s\n", opts.help({"", "engine"}).c_str());
+        return 0;
+    }
+
+    ServerConfig sc;
+    sc.host = args["host"].as<std::string>();
+    const int32_t port = args["port"].as<int32_t>();
+    if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
+    sc.port = uint16_t(port);
+    sc.http.max_body_bytes = parse_bytes(args["max-body-bytes"].as<std::string>(), "--max-body-bytes");
+    if (sc.http.max_body_bytes == 0) throw UsageError("--max-body-bytes must be > 0");
+    const int32_t max_waiting = args["max-waiting"].as<int32_t>();
+    if (max_waiting < 1) throw UsageError("--max-waiting must be >= 1");
+    sc.max_waiting = size_t(max_waiting);
+    const int32_t keep_alive = args["timeout-keep-alive"].as<int32_t>();
+    if (keep_alive < 1) throw UsageError("--timeout-keep-alive must be >= 1");
+    sc.http.idle_timeout = std::chrono::seconds(keep_alive);
+    if (args.count("api-key")) sc.api_key = args["api-key"].as<std::string>();
+    else if (const char* key = std::getenv("MINFER_API_KEY")) sc.api_key = key;
+    boost::system::error_code ec;
+    boost::asio::ip::make_address(sc.host, ec);
+    if (ec) throw UsageError("--host must be an IP address, got '" + sc.host + "'");
+
+    const std::string level = args["log-level"].as<std::string>();
+    const auto lvl = spdlog::level::from_str(level);
+    if (lvl == spdlog::level::off && level != "off") throw UsageError("--log-level must be debug, info, warn or error");
+    spdlog::set_level(lvl);
+
+    const EngineConfig config = engine_config_from(args);
+    auto backend = backend_from(args);
+    GGUFFile file = open_model_arg(args, "model");
+    if (args.count("served-model-name")) {
+        sc.served_model_name = args["served-model-name"].as<std::string>();
+        if (sc.served_model_name.empty()) throw UsageError("--served-model-name must not be empty");
+    } else {
+        sc.served_model_name = args.count("synthetic") ? args["synthetic"].as<std::string>()
+                                                       : std::filesystem::path(args["model"].as<std::string>()).stem().string();
+    }
+    auto model = Model::load(std::move(file), *backend);
+    auto tokenizer = Tokenizer::from_gguf(model->file());
+    const ChatTemplate chat = chat_template_for_model(model->file(), *tokenizer, args["chat-template"].as<std::string>());
+    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
+    std::unique_ptr<OpenAIServer> server;
+    try {
+        server = std::make_unique<OpenAIServer>(*engine, chat, sc);
+    } catch (const boost::system::system_error& e) {
+        throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", sc.host, sc.port, e.code().message()));
+    }
+    // The bound port on stdout, for scripts that asked for port 0.
+    std::printf("minfer serve: listening on http://%s:%u\n", sc.host.c_str(), unsigned(server->port()));
+    std::fflush(stdout);
+    server->run();
+    spdlog::info("stopped");
+    return 0;
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,45 @@
+// Generation of one sequence through step plans and a block table: what
+// `minfer run` does. The prompt is prefilled in chunks of at most
+// max_num_batched_tokens rows, then one decode row per step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_runner.h"
+#include "kernels/sampling.h"
+#include "engine/text/tokenizer.h"
+#include "kvcache/block_allocator.h"
+
+namespace minfer {
+
+struct GenerateOptions {
+    int32_t max_new_tokens = 256;
+    SamplingParams sampling;
+    std::vector<int32_t> stop_ids;  // generation ends after sampling one of these (it is kept)
+};
+
+struct GenerateResult {
+    std::vector<int32_t> generated_ids;
+    std::string finish_reason;  // "stop" (a stop id) or "length" (max_new_tokens or the context)
+    double prefill_seconds = 0;
+    double decode_seconds = 0;
+};
+
+// Generates after `prompt_ids` (which must be non-empty and fit the context).
+// on_token, if set, sees each id as it is sampled.
+GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t context_len,
+                        const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
+                        const std::function<void(int32_t)>& on_token = {});
+
+// Ids that end a generation by default: the tokenizer's end-of-generation ids
+// and BOS, which a base model samples to begin a new document (llama2.c's rule).
+std::vector<int32_t> default_stop_ids(const Tokenizer& tokenizer);
+
+// The plan of `count` new rows of one sequence starting at `start`.
+StepPlan single_sequence_plan(const std::vector<int32_t>& tokens, int32_t start, int32_t count,
+                              const BlockTable& table, bool want_logits);
+
+}  // namespace minfer

@@ -1,0 +1,150 @@
+// LLMEngine: many requests over one model, one step at a time.
+//
+//   add_request()  checks a request and queues it
+//   step()         schedule -> one forward over every scheduled token -> sample
+//                  -> detokenize and check stops -> outputs of the requests that moved
+//   abort()        ends a request; its blocks go back to the pool
+//
+// The engine is single-threaded: EngineThread (engine_thread.h) runs it on its
+// own thread for callers on other threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
+#include "engine/core/sequence.h"
+#include "engine/text/tokenizer.h"
+#include "kvcache/block_manager.h"
+#include "scheduler/scheduler.h"
+
+namespace minfer {
+
+struct EngineConfig {
+    int32_t max_num_seqs = 256;
+    int32_t max_num_batched_tokens = 2048;
+    int32_t max_model_len = 0;          // 0: the model's context length
+    int32_t block_size = 16;
+    int32_t num_kv_blocks = 0;          // > 0: exactly this many blocks
+    size_t kv_cache_memory = 0;         // > 0: bytes for the KV pool
+    std::optional<KVDType> kv_cache_dtype;  // the pool's elements; unset: the backend's default
+                                            // (LLMEngine sets it to what it chose)
+    double kv_cache_fraction = 0.25;    // otherwise, on the CPU: this fraction of free RAM
+    double gpu_memory_utilization = 0.9;  // and on a GPU: this fraction of all its memory, for
+                                          // everything (weights, activations, KV), as in vLLM
+    bool enforce_eager = false;         // no CUDA graphs
+    bool enable_prefix_caching = true;
+    SchedulingPolicy policy = SchedulingPolicy::Fcfs;
+    int32_t max_logprobs = 20;
+};
+
+// A request the engine refuses (bad parameters, too long for the context or
+// the pool): the server answers 400 with the message.
+struct RequestError : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+// What one sample produced since the last output.
+struct SampleOutput {
+    int32_t index = 0;
+    std::vector<int32_t> token_ids;
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    std::optional<std::string> finish_reason;  // set once, in its last output
+    std::string stop_string;                   // the stop string that ended it
+    int32_t stop_token = -1;                   // or the stop token id
+};
+
+struct RequestOutput {
+    uint64_t request_id = 0;
+    int32_t num_prompt_tokens = 0;
+    std::vector<SampleOutput> samples;          // only the samples that moved
+    std::vector<TokenLogprob> prompt_logprobs;  // new ones, of prompt tokens 1.. (echo)
+    bool finished = false;                      // every sample finished; the request is gone
+    double queue_seconds = -1;                  // in its first output after it was first scheduled
+};
+
+struct EngineStats {
+    int64_t steps = 0;
+    size_t num_running = 0;
+    size_t num_waiting = 0;
+    double kv_cache_usage = 0;  // fraction of blocks held by sequences
+    int32_t num_kv_blocks = 0;
+    int64_t prefix_cache_queries = 0;
+    int64_t prefix_cache_hits = 0;
+    int64_t num_preemptions = 0;
+    int64_t prompt_tokens = 0;      // prompt tokens of finished and running requests, counted at admission
+    int64_t generation_tokens = 0;  // tokens sampled
+    double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
+};
+
+class LLMEngine {
+public:
+    LLMEngine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+    ~LLMEngine();
+
+    const EngineConfig& config() const { return config_; }  // with the sizes actually chosen
+    int32_t max_model_len() const { return config_.max_model_len; }
+    const Tokenizer& tokenizer() const { return tokenizer_; }
+
+    // Queues a request; throws RequestError if it is invalid or can never fit.
+    uint64_t add_request(std::vector<int32_t> prompt, GenerationOptions options);
+    // The same for a text prompt, encoded with BOS as the model's file says.
+    uint64_t add_request(std::string_view prompt, GenerationOptions options) {
+        return add_request(tokenizer_.encode(prompt, /*add_special=*/true), std::move(options));
+    }
+    // Ends a request (unknown or finished ids are ignored); the next step reports it.
+    void abort(uint64_t request_id);
+    // Runs one step; returns the outputs of the requests that moved.
+    std::vector<RequestOutput> step();
+    bool has_unfinished() const { return !requests_.empty(); }
+    // Called before waiting for requests with none left: the device's idle
+    // time until the next step is not counted as the engine's.
+    void wait_for_work() { model_.backend().wait_for_work(); }
+    EngineStats stats() const;
+    // The fair policy's virtual token counters, per client.
+    const std::map<std::string, double>& client_counters() const { return scheduler_->client_counters(); }
+
+    // Every step's plan as one JSON line (for the book's scheduling figure).
+    void set_trace(std::ostream* trace) { trace_ = trace; }
+
+private:
+    struct LogitsUse;
+    void validate(const std::vector<int32_t>& prompt, GenerationOptions& options) const;
+    void append_token(Sequence& seq, int32_t token, const float* logits);
+    void finish(Sequence& seq, const std::string& reason);
+    void collect(Request& r, std::vector<RequestOutput>& outputs);
+    void write_trace(const SchedulerOutput& s, const StepPlan& plan);
+
+    const Model& model_;
+    const Tokenizer& tokenizer_;
+    EngineConfig config_;
+    std::unique_ptr<BlockManager> blocks_;
+    std::unique_ptr<Scheduler> scheduler_;
+    std::unique_ptr<ModelRunner> runner_;
+    std::vector<int32_t> eos_ids_;  // end-of-generation ids (and BOS, which base models sample to restart)
+
+    std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+    std::vector<Request*> moved_;  // requests with something to report at the end of the step
+    uint64_t next_request_id_ = 1;
+    int64_t next_sequence_id_ = 1;
+    int64_t arrivals_ = 0;
+    int64_t steps_ = 0;
+    int64_t prompt_tokens_ = 0;
+    int64_t generation_tokens_ = 0;
+    std::ostream* trace_ = nullptr;
+};
+
+// Picks the number of KV blocks for `config` on this model and backend.
+int32_t kv_blocks_for(const ModelConfig& model, const Backend& backend, const EngineConfig& config);
+
+}  // namespace minfer

@@ -1,0 +1,196 @@
+#include "engine/model/model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kernels/formats/float16.h"
+#include <cstring>
+
+namespace minfer {
+
+namespace {
+
+const Architecture kArchitectures[] = {
+    // Llama 2/3/3.x, Mistral, TinyLlama, SmolLM, llama2.c checkpoints.
+    {"llama", /*rope_neox=*/false, /*qkv_bias=*/false},
+    {"qwen2", /*rope_neox=*/true, /*qkv_bias=*/true},
+    {"qwen3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true},
+    // Gemma 3: GeGLU, q/k norms, norms after attention and FFN too, embeddings
+    // scaled by sqrt(dim); five sliding-window layers (rope base 10k) to one global.
+    // The GGUF converter has already added Gemma's +1 to every norm weight.
+    {"gemma3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true, /*post_norms=*/true,
+     /*embed_scale=*/true, FfnActivation::GELU, /*swa_pattern=*/6, /*rope_base_swa=*/10000.0f},
+};
+
+int32_t get_dim(const GGUFFile& f, const std::string& key) {
+    const uint64_t v = f.get_uint(key);
+    if (v == 0 || v > (1u << 24)) throw ModelError(fmt::format("{}: {} = {} is out of range", f.path(), key, v));
+    return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+const Architecture* find_architecture(const std::string& name) {
+    for (const auto& a : kArchitectures)
+        if (name == a.name) return &a;
+    return nullptr;
+}
+
+std::vector<std::string> supported_architectures() {
+    std::vector<std::string> names;
+    for (const auto& a : kArchitectures) names.emplace_back(a.name);
+    return names;
+}
+
+ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
+    ModelConfig c;
+    c.arch = f.get_string("general.architecture");
+    const Architecture* arch = find_architecture(c.arch);
+    if (!arch)
+        throw ModelError(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(), c.arch,
+                                     fmt::join(supported_architectures(), ", ")));
+    const std::string p = c.arch + ".";
+    c.n_layers = get_dim(f, p + "block_count");
+    c.dim = get_dim(f, p + "embedding_length");
+    c.n_heads = get_dim(f, p + "attention.head_count");
+    c.n_kv_heads = f.has(p + "attention.head_count_kv") ? get_dim(f, p + "attention.head_count_kv") : c.n_heads;
+    c.ffn_dim = get_dim(f, p + "feed_forward_length");
+    c.context_len = get_dim(f, p + "context_length");
+    c.head_dim = f.has(p + "attention.key_length") ? get_dim(f, p + "attention.key_length") : c.dim / c.n_heads;
+    c.norm_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+    c.rope_neox = arch->rope_neox;
+    c.qkv_bias = arch->qkv_bias;
+    c.qk_norm = arch->qk_norm;
+    c.post_norms = arch->post_norms;
+    c.embed_scale = arch->embed_scale;
+    c.ffn_act = arch->ffn_act;
+    c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+    // Gemma 3 27B scales by the model width over the heads instead (query_pre_attn_scalar).
+    if (c.arch == "gemma3" && c.n_layers == 62) c.attn_scale = 1.0f / std::sqrt(float(c.dim / c.n_heads));
+    if (arch->swa_pattern > 0 && f.has(p + "attention.sliding_window")) {
+        c.sliding_window = get_dim(f, p + "attention.sliding_window");
+        c.swa_pattern = arch->swa_pattern;
+    }
+    if (c.n_heads % c.n_kv_heads != 0)
+        throw ModelError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_heads,
+                                     c.n_kv_heads));
+    if (f.has(p + "attention.value_length") && f.get_uint(p + "attention.value_length") != uint64_t(c.head_dim))
+        throw ModelError(fmt::format("{}: different key and value head sizes are not supported", f.path()));
+
+    c.rope.n_rot = f.has(p + "rope.dimension_count") ? get_dim(f, p + "rope.dimension_count") : c.head_dim;
+    if (c.rope.n_rot > c.head_dim || c.rope.n_rot % 2)
+        throw ModelError(fmt::format("{}: rope.dimension_count {} does not fit head size {}", f.path(), c.rope.n_rot,
+                                     c.head_dim));
+    c.rope.base = static_cast<float>(f.get_float_or(p + "rope.freq_base", 10000.0));
+    c.rope.neox = c.rope_neox;
+    const std::string scaling = f.get_string_or(p + "rope.scaling.type", "none");
+    if (scaling == "linear") {
+        const double factor = f.get_float(p + "rope.scaling.factor");
+        if (!(factor > 0)) throw ModelError(fmt::format("{}: rope.scaling.factor must be > 0", f.path()));
+        c.rope.position_scale = static_cast<float>(1.0 / factor);
+    } else if (scaling != "none") {
+        throw ModelError(fmt::format("{}: rope scaling '{}' is not supported", f.path(), scaling));
+    }
+    // Sliding layers keep their own base and no scaling (llama.cpp's freq_base_swa).
+    c.rope_swa = c.rope;
+    if (arch->rope_base_swa > 0) {
+        c.rope_swa.base = arch->rope_base_swa;
+        c.rope_swa.position_scale = 1.0f;
+    }
+
+    const GGUFTensorInfo& embd = f.tensor("token_embd.weight");
+    c.vocab_size = static_cast<int32_t>(embd.rows());
+    c.tied_output = f.find_tensor("output.weight") == nullptr;
+    c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+    return c;
+}
+
+Model::Model(GGUFFile file, Backend& backend) : file_(std::move(file)), backend_(backend) {}
+
+Model::~Model() {
+    for (void* p : vectors_) backend_.free(p);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
+    return load(GGUFFile::open(path), backend);
+}
+
+std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
+    std::unique_ptr<Model> m(new Model(std::move(file), backend));
+    const GGUFFile& f = m->file_;
+    ModelConfig& c = m->config_ = ModelConfig::from_gguf(f);
+
+    // A matrix: GGUF ne = [cols, rows]; checked against the shape the config implies.
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+        const GGUFTensorInfo& t = f.tensor(name);
+        if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
+            throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}]", f.path(), name,
+                                         fmt::join(t.ne, ", "), cols, rows));
+        try {
+            return backend.pack_weight({name, t.type, rows, cols, t.data});
+        } catch (const std::invalid_argument& e) {  // a type this backend cannot run
+            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
+        }
+    };
+    // A vector, converted to float32 and uploaded.
+    auto vector = [&](const std::string& name, int64_t n) -> float* {
+        const GGUFTensorInfo& t = f.tensor(name);
+        if (t.n_elements() != n)
+            throw ModelError(fmt::format("{}: tensor '{}' has {} elements, expected {}", f.path(), name,
+                                         t.n_elements(), n));
+        std::vector<float> v(n);
+        for (int64_t i = 0; i < n; ++i) {
+            uint16_t h;
+            switch (t.type) {
+                case GGMLType::F32: std::memcpy(&v[i], t.data + 4 * i, 4); break;
+                case GGMLType::F16: std::memcpy(&h, t.data + 2 * i, 2); v[i] = fp16_to_f32(h); break;
+                case GGMLType::BF16: std::memcpy(&h, t.data + 2 * i, 2); v[i] = bf16_to_f32(h); break;
+                default:
+                    throw ModelError(fmt::format("{}: vector '{}' has type {}, expected F32, F16 or BF16", f.path(),
+                                                 name, ggml_type_name(t.type)));
+            }
+        }
+        float* p = backend.upload_vector(v);
+        m->vectors_.push_back(p);
+        return p;
+    };
+
+    ModelWeights& w = m->weights_;
+    const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    w.token_embd = matrix("token_embd.weight", c.vocab_size, c.dim);
+    if (!c.tied_output) w.output = matrix("output.weight", c.vocab_size, c.dim);
+    w.output_norm = vector("output_norm.weight", c.dim);
+    if (c.has_rope_freqs) {
+        w.rope_freqs = vector("rope_freqs.weight", c.rope.n_rot / 2);
+        c.rope.freq_factors = w.rope_freqs;
+    }
+    w.layers.resize(c.n_layers);
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        LayerWeights& L = w.layers[l];
+        const std::string b = fmt::format("blk.{}.", l);
+        L.attn_norm = vector(b + "attn_norm.weight", c.dim);
+        L.wq = matrix(b + "attn_q.weight", q_dim, c.dim);
+        L.wk = matrix(b + "attn_k.weight", kv_dim, c.dim);
+        L.wv = matrix(b + "attn_v.weight", kv_dim, c.dim);
+        L.wo = matrix(b + "attn_output.weight", c.dim, q_dim);
+        if (c.qkv_bias) {
+            L.bq = vector(b + "attn_q.bias", q_dim);
+            L.bk = vector(b + "attn_k.bias", kv_dim);
+            L.bv = vector(b + "attn_v.bias", kv_dim);
+        }
+        if (c.qk_norm) {
+            L.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
+            L.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+        }
+        if (c.post_norms) L.post_attn_norm = vector(b + "post_attention_norm.weight", c.dim);
+        L.ffn_norm = vector(b + "ffn_norm.weight", c.dim);
+        L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim);
+        L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim);
+        L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim);
+        if (c.post_norms) L.post_ffn_norm = vector(b + "post_ffw_norm.weight", c.dim);
+    }
+    return m;
+}
+
+}  // namespace minfer

@@ -1,0 +1,117 @@
+// A model: its configuration (from GGUF metadata), its architecture, and its
+// weights packed for one backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "engine/gguf/gguf.h"
+
+namespace minfer {
+
+struct ModelError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The activation of the gated feed-forward: silu(gate) * up, or gelu(gate) * up.
+enum class FfnActivation { SiLU, GELU };
+
+// What differs between the architectures we run (the registry in model.cpp).
+struct Architecture {
+    const char* name;       // general.architecture
+    bool rope_neox;         // NEOX rope pairs (i, i + n/2); NORM pairs (2i, 2i+1)
+    bool qkv_bias;          // attn_q/k/v carry a bias
+    bool qk_norm = false;   // RMSNorm over each head of q and k before rope (gemma3, qwen3)
+    bool post_norms = false;    // RMSNorm on the attention and FFN outputs before the residual add (gemma2/3)
+    bool embed_scale = false;   // token embeddings scaled by sqrt(dim) (gemma)
+    FfnActivation ffn_act = FfnActivation::SiLU;
+    int32_t swa_pattern = 0;    // every swa_pattern-th layer attends globally, the others slide; 0: none slide
+    float rope_base_swa = 0;    // the sliding layers' rope base (gemma3: 10,000)
+};
+const Architecture* find_architecture(const std::string& name);  // nullptr if unsupported
+std::vector<std::string> supported_architectures();
+
+struct ModelConfig {
+    std::string arch;
+    int32_t n_layers = 0;
+    int32_t dim = 0;            // embedding length
+    int32_t n_heads = 0;
+    int32_t n_kv_heads = 0;
+    int32_t head_dim = 0;
+    int32_t ffn_dim = 0;
+    int32_t vocab_size = 0;
+    int32_t context_len = 0;
+    float norm_eps = 1e-5f;
+    RopeParams rope;            // freq_factors filled in by the weights
+    bool tied_output = false;   // no output.weight: the embedding is the LM head
+    bool has_rope_freqs = false;
+    bool rope_neox = false;
+    bool qkv_bias = false;
+    bool qk_norm = false;
+    bool post_norms = false;
+    bool embed_scale = false;
+    FfnActivation ffn_act = FfnActivation::SiLU;
+    float attn_scale = 0;       // multiplies q·k; 1/sqrt(head_dim) unless the architecture says otherwise
+    int32_t sliding_window = 0; // tokens a sliding layer sees (itself included); 0: no sliding layers
+    int32_t swa_pattern = 0;
+    RopeParams rope_swa;        // the sliding layers' rope
+
+    bool is_sliding(int32_t layer) const {
+        return sliding_window > 0 && swa_pattern > 0 && (layer + 1) % swa_pattern != 0;
+    }
+
+    // Reads `{arch}.*` keys; throws ModelError naming what is missing or unsupported.
+    static ModelConfig from_gguf(const GGUFFile& file);
+};
+
+struct LayerWeights {
+    float* attn_norm = nullptr;
+    std::unique_ptr<PackedWeight> wq, wk, wv, wo;
+    float* bq = nullptr;
+    float* bk = nullptr;
+    float* bv = nullptr;
+    float* q_norm = nullptr;            // qk_norm: [head_dim]
+    float* k_norm = nullptr;
+    float* post_attn_norm = nullptr;    // post_norms: [dim]
+    float* ffn_norm = nullptr;
+    std::unique_ptr<PackedWeight> w_gate, w_up, w_down;
+    float* post_ffn_norm = nullptr;
+};
+
+struct ModelWeights {
+    std::unique_ptr<PackedWeight> token_embd;
+    std::unique_ptr<PackedWeight> output;   // null when tied: use token_embd
+    float* output_norm = nullptr;
+    float* rope_freqs = nullptr;
+    std::vector<LayerWeights> layers;
+
+    const PackedWeight& lm_head() const { return output ? *output : *token_embd; }
+};
+
+// A loaded model file and its weights on one backend. The file stays mapped
+// while the model lives: the CPU backend reads F32 weights from the mapping.
+class Model {
+public:
+    static std::unique_ptr<Model> load(const std::string& path, Backend& backend);
+    // The same from an opened (or in-memory, see model_source.h) GGUF, which the model keeps.
+    static std::unique_ptr<Model> load(GGUFFile file, Backend& backend);
+
+    const GGUFFile& file() const { return file_; }
+    const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    Backend& backend() const { return backend_; }
+    ~Model();
+
+private:
+    Model(GGUFFile file, Backend& backend);
+    GGUFFile file_;
+    Backend& backend_;
+    ModelConfig config_;
+    ModelWeights weights_;
+    std::vector<void*> vectors_;  // backend allocations owned by the model
+};
+
+}  // namespace minfer

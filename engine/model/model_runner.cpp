@@ -1,0 +1,202 @@
+#include "engine/model/model_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+namespace minfer {
+
+int32_t decode_rows_bucket(int32_t n, int32_t max_rows) {
+    if (n <= 0 || n > max_rows) return 0;
+    const int32_t bucket = n <= 8 ? int32_t(std::bit_ceil(uint32_t(n))) : (n + 7) / 8 * 8;
+    return std::min(bucket, max_rows);
+}
+
+StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket) {
+    const int32_t n = plan.num_tokens(), rows = bucket.rows, width = bucket.blocks_per_seq;
+    if (n != plan.num_seqs() || rows < n || width < plan.max_blocks_per_seq)
+        throw std::invalid_argument("pad_decode_plan: the plan is not decodes only, or exceeds the bucket");
+    StepPlan out;
+    out.token_ids = plan.token_ids;
+    out.positions = plan.positions;
+    out.slot_mapping = plan.slot_mapping;
+    out.context_lens = plan.context_lens;
+    out.token_ids.resize(rows, 0);
+    out.positions.resize(rows, 0);
+    out.slot_mapping.resize(rows, -1);
+    out.context_lens.resize(rows, 1);
+    out.query_start.resize(size_t(rows) + 1);
+    std::iota(out.query_start.begin(), out.query_start.end(), 0);
+    out.logits_rows.resize(rows);
+    std::iota(out.logits_rows.begin(), out.logits_rows.end(), 0);
+    out.max_blocks_per_seq = width;
+    out.block_tables.assign(size_t(rows) * width, 0);  // padding rows read block 0, harmlessly
+    for (int32_t s = 0; s < n; ++s) {
+        auto row = out.block_tables.begin() + int64_t(s) * width;
+        std::fill(row, row + width, -1);
+        std::copy_n(plan.block_tables.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq, row);
+    }
+    return out;
+}
+
+size_t runner_workspace_bytes(const ModelConfig& c, const RunnerLimits& limits) {
+    const int64_t n = limits.max_num_batched_tokens;
+    const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    const int64_t logits_rows = limits.max_logits_rows > 0 ? limits.max_logits_rows : limits.max_num_seqs;
+    const int64_t floats = n * (3 * int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 3 * int64_t(c.ffn_dim)) +
+                           logits_rows * (int64_t(c.dim) + c.vocab_size);
+    return size_t(floats) * sizeof(float);
+}
+
+KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requested) {
+    const KVDType t = requested.value_or(backend.default_kv_dtype());
+    if (!backend.supports_kv_dtype(t))
+        throw std::invalid_argument(std::string("--kv-cache-dtype ") + kv_dtype_name(t) + ": the " + backend.name() +
+                                    " backend does not support it yet");
+    return t;
+}
+
+ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
+    : model_(model), backend_(model.backend()), limits_(limits) {
+    const ModelConfig& c = model.config();
+    if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
+        limits_.block_size <= 0)
+        throw std::invalid_argument("runner limits must be positive");
+    if (limits_.max_logits_rows <= 0) limits_.max_logits_rows = limits_.max_num_seqs;
+    auto buffer = [&](int64_t rows, int64_t width) {
+        void* p = backend_.alloc(size_t(rows * width) * sizeof(float));
+        allocations_.push_back(p);
+        return static_cast<float*>(p);
+    };
+    const int64_t n = limits_.max_num_batched_tokens;
+    const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    residual_ = buffer(n, c.dim);
+    normed_ = buffer(n, c.dim);
+    q_ = buffer(n, q_dim);
+    k_ = buffer(n, kv_dim);
+    v_ = buffer(n, kv_dim);
+    attn_ = buffer(n, q_dim);
+    proj_ = buffer(n, c.dim);
+    gate_ = buffer(n, c.ffn_dim);
+    up_ = buffer(n, c.ffn_dim);
+    hidden_ = buffer(n, c.ffn_dim);
+    last_rows_ = buffer(limits_.max_logits_rows, c.dim);
+    logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
+
+    cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim, limits_.kv_dtype};
+    resolve_kv_dtype(backend_, limits_.kv_dtype);  // refuses a type the backend cannot run
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        cache_.k.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));
+        cache_.v.push_back(backend_.alloc(cache_.shape.bytes_per_layer()));
+        allocations_.push_back(cache_.k.back());
+        allocations_.push_back(cache_.v.back());
+    }
+}
+
+ModelRunner::~ModelRunner() {
+    for (void* p : allocations_) backend_.free(p);
+}
+
+DecodeBucket ModelRunner::bucket_of(const StepPlan& plan) const {
+    const int32_t n = plan.num_tokens();
+    if (!backend_.can_record() || n != plan.num_seqs()) return {};
+    for (int32_t i = 0; i < n; ++i)
+        if (plan.logits_rows[i] != i || plan.query_start[i] != i) return {};
+    const int32_t max_rows = std::min({limits_.max_num_seqs, limits_.max_num_batched_tokens,
+                                       limits_.max_logits_rows, kMaxRecordedRows});
+    DecodeBucket b;
+    if (!(b.rows = decode_rows_bucket(n, max_rows))) return {};
+    const int32_t context = int32_t(std::bit_ceil(uint32_t(std::max(plan.max_context_len(), 256))));
+    b.blocks_per_seq = std::max((context + limits_.block_size - 1) / limits_.block_size, plan.max_blocks_per_seq);
+    return b;
+}
+
+void ModelRunner::forward(const StepPlan& plan) {
+    const int32_t n = plan.num_tokens();
+    if (n == 0 || n > limits_.max_num_batched_tokens)
+        throw std::invalid_argument(fmt::format("step has {} rows; the runner takes 1 to {}", n,
+                                                limits_.max_num_batched_tokens));
+    if (plan.logits_rows.size() > size_t(limits_.max_logits_rows))
+        throw std::invalid_argument(fmt::format("step wants {} logits rows; the runner holds {}",
+                                                plan.logits_rows.size(), limits_.max_logits_rows));
+    if (plan.num_seqs() > limits_.max_num_seqs)
+        throw std::invalid_argument(fmt::format("step has {} sequences; the runner takes {}", plan.num_seqs(),
+                                                limits_.max_num_seqs));
+    plan.validate(limits_.num_kv_blocks, limits_.block_size);
+    if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
+    num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
+
+    const DecodeBucket bucket = bucket_of(plan);
+    if (bucket.rows == 0) {
+        backend_.set_step(plan, limits_.block_size);
+        run_layers(n, num_logit_rows_);
+        return;
+    }
+    padded_ = pad_decode_plan(plan, bucket);  // kept: a backend may read the plan until the next step
+    backend_.set_step(padded_, limits_.block_size);
+    const auto ops = [&] { run_layers(bucket.rows, bucket.rows); };
+    if (limits_.enforce_eager)
+        ops();
+    else
+        backend_.run_recorded(bucket.key(), ops);
+}
+
+void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    backend_.embedding(*w.token_embd, residual_);
+    if (c.embed_scale) backend_.scale(residual_, int64_t(n) * c.dim, std::sqrt(float(c.dim)));
+    const float* delta = nullptr;  // the previous block's output, added to the residual by the next norm
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        const LayerWeights& L = w.layers[l];
+        const bool sliding = c.is_sliding(l);
+        const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, c.attn_scale, sliding ? c.sliding_window : 0};
+        backend_.add_rms_norm(residual_, delta, L.attn_norm, c.norm_eps, n, c.dim, normed_);
+        const Backend::MatmulTarget qkv[] = {{L.wq.get(), L.bq, q_}, {L.wk.get(), L.bk, k_}, {L.wv.get(), L.bv, v_}};
+        backend_.matmul_shared_input(normed_, qkv, n);
+        if (L.q_norm) {  // each head normalised on its own: rows of head_dim
+            backend_.add_rms_norm(q_, nullptr, L.q_norm, c.norm_eps, n * c.n_heads, c.head_dim, q_);
+            backend_.add_rms_norm(k_, nullptr, L.k_norm, c.norm_eps, n * c.n_kv_heads, c.head_dim, k_);
+        }
+        backend_.rope_kv_write(q_, k_, v_, attn, sliding ? c.rope_swa : c.rope, cache_, l);
+        backend_.paged_attention(q_, attn, cache_, l, attn_);
+        backend_.matmul(attn_, *L.wo, nullptr, n, proj_);
+        if (L.post_attn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_attn_norm, c.norm_eps, n, c.dim, proj_);
+
+        backend_.add_rms_norm(residual_, proj_, L.ffn_norm, c.norm_eps, n, c.dim, normed_);
+        const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, gate_}, {L.w_up.get(), nullptr, up_}};
+        backend_.matmul_shared_input(normed_, gate_up, n);
+        if (c.ffn_act == FfnActivation::GELU)
+            backend_.geglu(gate_, up_, n, c.ffn_dim, hidden_);
+        else
+            backend_.swiglu(gate_, up_, n, c.ffn_dim, hidden_);
+        backend_.matmul(hidden_, *L.w_down, nullptr, n, proj_);
+        if (L.post_ffn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_ffn_norm, c.norm_eps, n, c.dim, proj_);
+        delta = proj_;
+    }
+    // Only the rows that want logits go through the final norm and the LM head.
+    if (logits_rows == 0) return;
+    backend_.add_rms_norm(residual_, delta, w.output_norm, c.norm_eps, n, c.dim, normed_);
+    backend_.gather_logit_rows(normed_, c.dim, last_rows_);
+    backend_.matmul(last_rows_, w.lm_head(), nullptr, logits_rows, logits_);
+}
+
+std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {
+    if (rows.size() > size_t(num_logit_rows_))
+        throw std::invalid_argument("sample: more SamplingRows than logits rows");
+    std::vector<int32_t> ids(rows.size());
+    backend_.sample(logits_, model_.config().vocab_size, rows, ids.data());
+    return ids;
+}
+
+std::vector<float> ModelRunner::logits() const {
+    std::vector<float> out(size_t(num_logit_rows_) * model_.config().vocab_size);
+    backend_.download(out.data(), logits_, out.size() * sizeof(float));
+    return out;
+}
+
+}  // namespace minfer

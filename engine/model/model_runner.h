@@ -1,0 +1,101 @@
+// ModelRunner: one forward pass over a step plan, then sampling.
+//
+// It owns the KV pool and the activation workspace, both sized once from the
+// limits, so nothing is allocated inside a step.
+//
+// On a backend that records steps (CUDA graphs), a step of decodes only is
+// padded to a bucket of rows (1, 2, 4, 8, then multiples of 8) and of context
+// (a power of two of tokens), and its launches are recorded once per bucket and
+// replayed after. --enforce-eager runs the same padded steps without
+// recording, so both modes compute the very same numbers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <optional>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "engine/model/model.h"
+
+namespace minfer {
+
+struct RunnerLimits {
+    int32_t max_num_batched_tokens = 512;  // rows in one step
+    int32_t max_num_seqs = 64;             // sequences in one step
+    int32_t num_kv_blocks = 0;             // blocks in the KV pool
+    int32_t block_size = 16;               // tokens per block
+    int32_t max_logits_rows = 0;           // rows of logits in one step (0: max_num_seqs)
+    bool enforce_eager = false;            // never record steps (no CUDA graphs)
+    KVDType kv_dtype = KVDType::F32;       // the KV pool's elements
+};
+
+// The KV element type a runner on `backend` uses: `requested`, or the backend's
+// default when unset. Throws std::invalid_argument if the backend cannot run it.
+KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requested);
+
+// The bucket of a step for recording: rows and context padded up. rows == 0:
+// the step is not recorded (not decodes only, or too many rows).
+struct DecodeBucket {
+    int32_t rows = 0;
+    int32_t blocks_per_seq = 0;  // block-table width: the context bucket in blocks
+    uint64_t key() const { return uint64_t(uint32_t(rows)) << 32 | uint32_t(blocks_per_seq); }
+};
+constexpr int32_t kMaxRecordedRows = 512;
+// The rows bucket for n decode rows (0 when n is over max_rows).
+int32_t decode_rows_bucket(int32_t n, int32_t max_rows);
+// The plan padded to the bucket: extra rows of position 0 with no KV slot (-1),
+// one sequence each, whose block tables point at block 0; every row wants logits.
+StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket);
+
+// Bytes the runner allocates for its activations (the KV pool aside).
+size_t runner_workspace_bytes(const ModelConfig& config, const RunnerLimits& limits);
+
+class ModelRunner {
+public:
+    ModelRunner(const Model& model, RunnerLimits limits);
+    ~ModelRunner();
+    ModelRunner(const ModelRunner&) = delete;
+    ModelRunner& operator=(const ModelRunner&) = delete;
+
+    const RunnerLimits& limits() const { return limits_; }
+    const Model& model() const { return model_; }
+
+    // Runs the model over the plan; logits of plan.logits_rows stay on the backend.
+    void forward(const StepPlan& plan);
+    // Samples one token for each of the first rows.size() logits rows of the last
+    // forward (rows[i] for logits row i); later rows are only read through logits().
+    std::vector<int32_t> sample(std::span<const SamplingRow> rows);
+    // Copies the last forward's logits to the host: [logits_rows][vocab].
+    std::vector<float> logits() const;
+
+private:
+    // The bucket a plan is recorded under (rows == 0: run it as it is).
+    DecodeBucket bucket_of(const StepPlan& plan) const;
+    // Every launch of a forward over the current step of n rows, logits_rows of which want logits.
+    void run_layers(int32_t n, int32_t logits_rows);
+
+    const Model& model_;
+    Backend& backend_;
+    RunnerLimits limits_;
+    KVCache cache_;
+    int32_t num_logit_rows_ = 0;
+    StepPlan padded_;  // the current step padded to its bucket
+
+    // Workspace, [max_num_batched_tokens x width] each.
+    float* residual_ = nullptr;
+    float* normed_ = nullptr;
+    float* q_ = nullptr;
+    float* k_ = nullptr;
+    float* v_ = nullptr;
+    float* attn_ = nullptr;
+    float* proj_ = nullptr;
+    float* gate_ = nullptr;
+    float* up_ = nullptr;
+    float* hidden_ = nullptr;
+    float* last_rows_ = nullptr;   // [max_logits_rows x dim]
+    float* logits_ = nullptr;      // [max_logits_rows x vocab]
+    std::vector<void*> allocations_;
+};
+
+}  // namespace minfer

@@ -1,0 +1,55 @@
+#include "kernels/backend.h"
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#ifdef MINFER_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace minfer {
+
+float* Backend::upload_vector(std::span<const float> v) {
+    auto* p = static_cast<float*>(alloc(v.size_bytes()));
+    upload(p, v.data(), v.size_bytes());
+    return p;
+}
+
+namespace {
+size_t meminfo_bytes(const std::string& field) {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    size_t kib = 0;
+    while (in >> key >> kib >> unit)
+        if (key == field) return kib * 1024;
+    return 0;
+}
+}  // namespace
+
+size_t host_available_memory() { return meminfo_bytes("MemAvailable:"); }
+size_t host_total_memory() { return meminfo_bytes("MemTotal:"); }
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads, const BackendOptions& options) {
+    const bool fp8 = options.quantization == WeightQuantization::FP8;
+    if (device == "cpu") {
+        if (fp8) throw std::invalid_argument("--quantization fp8 needs --device cuda");
+        return make_cpu_backend(cpu_threads);
+    }
+    if (device == "cuda" || device == "auto") {
+#ifdef MINFER_HAVE_CUDA
+        try {
+            return make_cuda_backend(0, options);
+        } catch (const std::exception&) {
+            if (device == "cuda") throw;
+        }
+#else
+        if (device == "cuda") throw std::invalid_argument("this build of minfer has no CUDA backend");
+#endif
+        if (fp8) throw std::invalid_argument("--quantization fp8 needs --device cuda (no usable GPU found)");
+        return make_cpu_backend(cpu_threads);
+    }
+    throw std::invalid_argument("--device must be cpu, cuda or auto, got '" + device + "'");
+}
+
+}  // namespace minfer
