@@ -25,32 +25,6 @@ int32_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
 
 }  // namespace
 
-TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32_t k) {
-    float max_logit = -INFINITY;
-    for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-    double sum = 0;
-    for (int32_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - max_logit);
-    const double log_z = max_logit + std::log(sum);
-    TokenLogprob lp{token, float(logits[token] - log_z), {}};
-    if (k > 0) {
-        std::vector<int32_t> ids(vocab);
-        for (int32_t i = 0; i < vocab; ++i) ids[i] = i;
-        k = std::min(k, vocab);
-        std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-        });
-        for (int32_t i = 0; i < k; ++i) lp.top.emplace_back(ids[i], float(logits[ids[i]] - log_z));
-    }
-    return lp;
-}
-
-// What one row of the step's logits is for.
-struct LLMEngine::LogitsUse {
-    Sequence* seq;
-    int32_t sample_stream;    // >= 0: draw the next token of sample `sample_stream`
-    int32_t prompt_position;  // >= 0: logprob of prompt token prompt_position + 1
-};
-
 // Memory a GPU backend keeps beyond the runner's activations: cuBLASLt's
 // workspace and converted activations, attention and sampling scratch, graphs.
 constexpr size_t kDeviceReserve = size_t(1) << 30;
@@ -112,7 +86,12 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
                                                                 config_.num_kv_blocks, config_.block_size,
                                                                 logits_rows, config_.enforce_eager,
                                                                 *config_.kv_cache_dtype});
-    eos_ids_ = default_stop_ids(tokenizer);
+    // End-of-generation ids, and BOS, which base models sample to restart.
+    const std::vector<int32_t> eos_ids = default_stop_ids(tokenizer);
+    planner_ = std::make_unique<PlanBuilder>(config_.block_size, eos_ids);
+    outputs_ = std::make_unique<OutputProcessor>(tokenizer, *scheduler_, *blocks_, eos_ids,
+                                                 OutputProcessor::Limits{m.vocab_size, config_.max_model_len},
+                                                 next_sequence_id_);
 }
 
 LLMEngine::~LLMEngine() = default;
@@ -165,15 +144,7 @@ uint64_t LLMEngine::add_request(std::vector<int32_t> prompt, GenerationOptions o
     r->arrival = arrivals_++;
     r->arrival_time = now_seconds();
 
-    auto seq = std::make_unique<Sequence>();
-    seq->id = next_sequence_id_++;
-    seq->request = r.get();
-    seq->arrival = r->arrival;
-    seq->priority = r->options.priority;
-    seq->client = r->options.client;
-    seq->tokens = r->prompt;
-    seq->num_prompt_tokens = static_cast<int32_t>(r->prompt.size());
-    seq->detokenizer = std::make_unique<IncrementalDetokenizer>(tokenizer_, r->prompt);
+    auto seq = make_sequence(*r, 0, next_sequence_id_++, tokenizer_);
     scheduler_->add_waiting(seq.get());
     r->seqs.push_back(std::move(seq));
     prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
@@ -188,219 +159,47 @@ void LLMEngine::abort(uint64_t request_id) {
     Request& r = *it->second;
     r.aborted = true;
     for (auto& seq : r.seqs)
-        if (!seq->finished()) finish(*seq, "abort");
-    if (std::find(moved_.begin(), moved_.end(), &r) == moved_.end()) moved_.push_back(&r);
-}
-
-void LLMEngine::finish(Sequence& seq, const std::string& reason) {
-    if (reason == "length") seq.text += seq.detokenizer->flush();
-    seq.finish_reason = reason;
-    scheduler_->remove(&seq);
-    seq.status = SequenceStatus::Finished;
-}
-
-// A new token for `seq`: logprobs, text, and every stop condition.
-void LLMEngine::append_token(Sequence& seq, int32_t token, const float* logits) {
-    const GenerationOptions& o = seq.request->options;
-    seq.tokens.push_back(token);
-    ++generation_tokens_;
-    if (o.logprobs >= 0) seq.logprobs.push_back(logprob_of(logits, model_.config().vocab_size, token, o.logprobs));
-
-    const bool may_stop = seq.num_output() > o.min_tokens || o.min_tokens == 0;
-    const bool is_eos = !o.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
-    const bool is_stop_id = std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), token) != o.stop_token_ids.end();
-    if (may_stop && (is_eos || is_stop_id)) {
-        if (is_stop_id) seq.stop_token = token;
-        finish(seq, "stop");  // the stop token's own text is not part of the output
-        return;
-    }
-    const size_t before = seq.text.size();
-    seq.text += seq.detokenizer->push(token);
-    if (may_stop && !o.stop.empty()) {
-        const size_t longest = seq.request->longest_stop();
-        // A stop string ends inside the new text: search from where it could start.
-        const size_t from = before >= longest ? before - longest + 1 : 0;
-        size_t cut = std::string::npos;
-        for (const std::string& s : o.stop) {
-            const size_t at = seq.text.find(s, from);
-            if (at != std::string::npos && at < cut) {
-                cut = at;
-                seq.stop_string = s;
-            }
-        }
-        if (cut != std::string::npos) {
-            seq.text.resize(cut);
-            finish(seq, "stop");
-            return;
-        }
-    }
-    if (seq.num_output() >= o.max_tokens || seq.num_tokens() >= config_.max_model_len) finish(seq, "length");
+        if (!seq->finished()) outputs_->finish(*seq, "abort");
+    outputs_->moved(r);
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
-    std::vector<RequestOutput> outputs;
-    const SchedulerOutput s = scheduler_->schedule();
-    if (!s.empty()) {
-        ++steps_;
-        const int32_t bs = config_.block_size;
+    const SchedulerOutput scheduled = scheduler_->schedule();
+    if (!scheduled.empty()) {
+        start_step(scheduled);
+        const StepInputs in = planner_->build(scheduled);
+        if (trace_) write_trace(scheduled, in.plan);
 
-        // The plan: every scheduled sequence's new rows back to back.
-        StepPlan plan;
-        std::vector<LogitsUse> uses;
-        size_t max_blocks = 0;
-        for (const ScheduledSequence& sc : s.scheduled) max_blocks = std::max(max_blocks, sc.seq->blocks.blocks.size());
-        plan.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
-        plan.query_start.push_back(0);
-        std::vector<std::pair<int32_t, LogitsUse>> prompt_rows;  // computed after the sample rows
-        const double step_start = now_seconds();
-        for (const ScheduledSequence& sc : s.scheduled) {
-            Sequence& seq = as_sequence(*sc.seq);
-            if (seq.request->first_scheduled_time < 0) seq.request->first_scheduled_time = step_start;
-            const int32_t first = seq.num_computed, end = first + sc.num_tokens;
-            for (int32_t p = first; p < end; ++p) {
-                plan.token_ids.push_back(seq.tokens[p]);
-                plan.positions.push_back(p);
-                plan.slot_mapping.push_back(seq.blocks.blocks[p / bs] * bs + p % bs);
-                if (seq.wants_prompt_logprob_row(p))
-                    prompt_rows.push_back({plan.num_tokens() - 1, {&seq, -1, p}});
-            }
-            plan.query_start.push_back(plan.num_tokens());
-            plan.context_lens.push_back(end);
-            for (size_t b = 0; b < max_blocks; ++b)
-                plan.block_tables.push_back(b < seq.blocks.blocks.size() ? seq.blocks.blocks[b] : -1);
-            if (end == seq.num_tokens()) {
-                const int32_t draws = seq.forks_on_first_sample() ? seq.request->options.n : 1;
-                for (int32_t k = 0; k < draws; ++k) {
-                    plan.logits_rows.push_back(plan.num_tokens() - 1);
-                    uses.push_back({&seq, draws > 1 ? k : seq.sample_index, -1});
-                }
-            }
-        }
-        const size_t num_sample_rows = uses.size();
-        for (const auto& [row, use] : prompt_rows) {
-            plan.logits_rows.push_back(row);
-            uses.push_back(use);
-        }
-        for (const BlockCopy& c : s.copies) {
-            plan.block_copies.push_back(c.src);
-            plan.block_copies.push_back(c.dst);
-        }
-        if (trace_) write_trace(s, plan);
+        runner_->forward(in.plan);
+        const std::vector<float> logits = in.needs_logits ? runner_->logits() : std::vector<float>{};
+        const std::vector<int32_t> sampled =
+            in.sampling_rows.empty() ? std::vector<int32_t>{} : runner_->sample(in.sampling_rows);
 
-        runner_->forward(plan);
-
-        // Logprobs are of the model's raw distribution: read before sampling processes the logits.
-        bool need_logits = !prompt_rows.empty();
-        for (size_t i = 0; i < num_sample_rows; ++i) need_logits |= uses[i].seq->request->options.logprobs >= 0;
-        const std::vector<float> logits = need_logits ? runner_->logits() : std::vector<float>{};
-        const int32_t vocab = model_.config().vocab_size;
-
-        std::vector<SamplingRow> rows;
-        std::vector<std::vector<int32_t>> suppressed(num_sample_rows);
-        for (size_t i = 0; i < num_sample_rows; ++i) {
-            Sequence& seq = *uses[i].seq;
-            const GenerationOptions& o = seq.request->options;
-            if (seq.num_output() < o.min_tokens) {
-                suppressed[i] = o.stop_token_ids;
-                if (!o.ignore_eos) suppressed[i].insert(suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
-            }
-            const std::span<const int32_t> all(seq.tokens);
-            rows.push_back({&o.sampling, uint64_t(uses[i].sample_stream), seq.num_tokens(),
-                            all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens), suppressed[i], {}});
-        }
-        const std::vector<int32_t> sampled = rows.empty() ? std::vector<int32_t>{} : runner_->sample(rows);
-
-        // The K/V of the scheduled rows are in the cache now.
-        for (const ScheduledSequence& sc : s.scheduled) {
-            sc.seq->num_computed += sc.num_tokens;
-            blocks_->commit(sc.seq->blocks, sc.seq->tokens, sc.seq->num_computed);
-        }
-        for (size_t i = num_sample_rows; i < uses.size(); ++i) {
-            Request& r = *uses[i].seq->request;
-            const int32_t p = uses[i].prompt_position;
-            r.prompt_logprobs.push_back(
-                logprob_of(logits.data() + i * size_t(vocab), vocab, r.prompt[p + 1], r.options.logprobs));
-        }
-        for (size_t i = 0; i < num_sample_rows; ++i) {
-            Sequence& seq = *uses[i].seq;
-            Request& r = *seq.request;
-            const float* row_logits = need_logits ? logits.data() + i * size_t(vocab) : nullptr;
-            if (seq.forks_on_first_sample() && uses[i].sample_stream > 0) {
-                // Sample k > 0 of a fresh prompt: a copy of sample 0 that shares its blocks.
-                auto child = std::make_unique<Sequence>();
-                child->id = next_sequence_id_++;
-                child->request = &r;
-                child->arrival = r.arrival;
-                child->priority = r.options.priority;
-                child->client = r.options.client;
-                child->sample_index = uses[i].sample_stream;
-                child->tokens = r.prompt;
-                child->num_prompt_tokens = seq.num_prompt_tokens;
-                child->num_computed = seq.num_computed;
-                child->num_charged = seq.num_charged;
-                child->blocks = blocks_->fork(seq.blocks);
-                child->detokenizer = std::make_unique<IncrementalDetokenizer>(tokenizer_, r.prompt);
-                scheduler_->add_running(child.get());
-                r.seqs.push_back(std::move(child));
-                append_token(*r.seqs.back(), sampled[i], row_logits);
-            }
-        }
-        for (size_t i = 0; i < num_sample_rows; ++i) {
-            Sequence& seq = *uses[i].seq;
-            if (uses[i].sample_stream == seq.sample_index)
-                append_token(seq, sampled[i], need_logits ? logits.data() + i * size_t(vocab) : nullptr);
-        }
-        for (const ScheduledSequence& sc : s.scheduled)
-            if (std::find(moved_.begin(), moved_.end(), as_sequence(*sc.seq).request) == moved_.end())
-                moved_.push_back(as_sequence(*sc.seq).request);
+        commit_computed(scheduled);
+        outputs_->process(in, sampled, logits);
     }
-    for (Request* r : moved_) collect(*r, outputs);
-    moved_.clear();
-    return outputs;
+    return outputs_->collect(requests_);
 }
 
-// The request's news since its last output; a finished request is dropped.
-void LLMEngine::collect(Request& r, std::vector<RequestOutput>& outputs) {
-    RequestOutput out;
-    out.request_id = r.id;
-    out.num_prompt_tokens = static_cast<int32_t>(r.prompt.size());
-    out.prompt_logprobs.assign(r.prompt_logprobs.begin() + long(r.prompt_logprobs_sent), r.prompt_logprobs.end());
-    r.prompt_logprobs_sent = r.prompt_logprobs.size();
-    bool all_finished = int32_t(r.seqs.size()) == r.options.n || r.aborted;
-    const size_t longest_stop = r.longest_stop();
-    for (auto& seq_ptr : r.seqs) {
-        Sequence& seq = *seq_ptr;
-        all_finished &= seq.finished();
-        // Hold back text that could be the start of a stop string.
-        size_t ready = seq.text.size();
-        if (!seq.finished() && longest_stop > 0)
-            ready = std::max(seq.text_sent, ready >= longest_stop - 1 ? ready - (longest_stop - 1) : 0);
-        const size_t generated = static_cast<size_t>(seq.num_output());
-        const bool news = ready > seq.text_sent || generated > seq.tokens_sent || (seq.finished() && !seq.finish_sent);
-        if (!news) continue;
-        SampleOutput so;
-        so.index = seq.sample_index;
-        so.token_ids.assign(seq.tokens.begin() + seq.num_prompt_tokens + long(seq.tokens_sent), seq.tokens.end());
-        so.text = seq.text.substr(seq.text_sent, ready - seq.text_sent);
-        so.logprobs.assign(seq.logprobs.begin() + long(seq.logprobs_sent), seq.logprobs.end());
-        if (seq.finished()) {
-            so.finish_reason = seq.finish_reason;
-            so.stop_string = seq.stop_string;
-            so.stop_token = seq.stop_token;
-            seq.finish_sent = true;
-        }
-        seq.tokens_sent = generated;
-        seq.text_sent = ready;
-        seq.logprobs_sent = seq.logprobs.size();
-        out.samples.push_back(std::move(so));
+// Every scheduled request will report at the end of the step (its queue time
+// the first time a step takes it).
+void LLMEngine::start_step(const SchedulerOutput& s) {
+    ++steps_;
+    const double now = now_seconds();
+    for (const ScheduledSequence& sc : s.scheduled) {
+        Request& r = *as_sequence(*sc.seq).request;
+        if (r.first_scheduled_time < 0) r.first_scheduled_time = now;
+        outputs_->moved(r);
     }
-    out.finished = all_finished;
-    if (!r.queue_time_sent && r.first_scheduled_time >= 0) {
-        out.queue_seconds = r.first_scheduled_time - r.arrival_time;
-        r.queue_time_sent = true;
+}
+
+// The K/V of the scheduled rows are in the cache now: full blocks join the prefix cache.
+void LLMEngine::commit_computed(const SchedulerOutput& s) {
+    for (const ScheduledSequence& sc : s.scheduled) {
+        SequenceState& seq = *sc.seq;
+        seq.num_computed += sc.num_tokens;
+        blocks_->commit(seq.blocks, seq.tokens, seq.num_computed);
     }
-    outputs.push_back(std::move(out));
-    if (all_finished) requests_.erase(r.id);
 }
 
 EngineStats LLMEngine::stats() const {
@@ -414,7 +213,7 @@ EngineStats LLMEngine::stats() const {
     st.prefix_cache_hits = blocks_->prefix_cache_stats().hits;
     st.num_preemptions = scheduler_->num_preemptions();
     st.prompt_tokens = prompt_tokens_;
-    st.generation_tokens = generation_tokens_;
+    st.generation_tokens = outputs_->generation_tokens();
     st.device_idle_seconds = model_.backend().device_idle_seconds();
     return st;
 }

@@ -1,8 +1,9 @@
 // LLMEngine: many requests over one model, one step at a time.
 //
-//   add_request()  checks a request and queues it
-//   step()         schedule -> one forward over every scheduled token -> sample
-//                  -> detokenize and check stops -> outputs of the requests that moved
+//   validate()     checks a request without touching the engine (any thread)
+//   add_request()  validates a request and queues it
+//   step()         Scheduler::schedule -> PlanBuilder::build -> ModelRunner::forward
+//                  + sample -> OutputProcessor::process -> outputs of the requests that moved
 //   abort()        ends a request; its blocks go back to the pool
 //
 // The engine is single-threaded: EngineThread (engine_thread.h) runs it on its
@@ -17,12 +18,13 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "engine/core/output_processor.h"
+#include "engine/core/plan_builder.h"
+#include "engine/core/sequence.h"
 #include "engine/model/model.h"
 #include "engine/model/model_runner.h"
-#include "engine/core/sequence.h"
 #include "engine/text/tokenizer.h"
 #include "kvcache/block_manager.h"
 #include "scheduler/scheduler.h"
@@ -53,26 +55,6 @@ struct RequestError : std::invalid_argument {
     using std::invalid_argument::invalid_argument;
 };
 
-// What one sample produced since the last output.
-struct SampleOutput {
-    int32_t index = 0;
-    std::vector<int32_t> token_ids;
-    std::string text;
-    std::vector<TokenLogprob> logprobs;
-    std::optional<std::string> finish_reason;  // set once, in its last output
-    std::string stop_string;                   // the stop string that ended it
-    int32_t stop_token = -1;                   // or the stop token id
-};
-
-struct RequestOutput {
-    uint64_t request_id = 0;
-    int32_t num_prompt_tokens = 0;
-    std::vector<SampleOutput> samples;          // only the samples that moved
-    std::vector<TokenLogprob> prompt_logprobs;  // new ones, of prompt tokens 1.. (echo)
-    bool finished = false;                      // every sample finished; the request is gone
-    double queue_seconds = -1;                  // in its first output after it was first scheduled
-};
-
 struct EngineStats {
     int64_t steps = 0;
     size_t num_running = 0;
@@ -96,6 +78,10 @@ public:
     int32_t max_model_len() const { return config_.max_model_len; }
     const Tokenizer& tokenizer() const { return tokenizer_; }
 
+    // Checks a request (and fills in its defaults: max_tokens) without touching
+    // the engine's state, so another thread may call it while the engine runs:
+    // throws RequestError if it is invalid or can never fit.
+    void validate(const std::vector<int32_t>& prompt, GenerationOptions& options) const;
     // Queues a request; throws RequestError if it is invalid or can never fit.
     uint64_t add_request(std::vector<int32_t> prompt, GenerationOptions options);
     // The same for a text prompt, encoded with BOS as the model's file says.
@@ -118,11 +104,8 @@ public:
     void set_trace(std::ostream* trace) { trace_ = trace; }
 
 private:
-    struct LogitsUse;
-    void validate(const std::vector<int32_t>& prompt, GenerationOptions& options) const;
-    void append_token(Sequence& seq, int32_t token, const float* logits);
-    void finish(Sequence& seq, const std::string& reason);
-    void collect(Request& r, std::vector<RequestOutput>& outputs);
+    void start_step(const SchedulerOutput& s);
+    void commit_computed(const SchedulerOutput& s);
     void write_trace(const SchedulerOutput& s, const StepPlan& plan);
 
     const Model& model_;
@@ -131,16 +114,15 @@ private:
     std::unique_ptr<BlockManager> blocks_;
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<ModelRunner> runner_;
-    std::vector<int32_t> eos_ids_;  // end-of-generation ids (and BOS, which base models sample to restart)
+    std::unique_ptr<PlanBuilder> planner_;
+    std::unique_ptr<OutputProcessor> outputs_;
 
-    std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
-    std::vector<Request*> moved_;  // requests with something to report at the end of the step
+    RequestMap requests_;
     uint64_t next_request_id_ = 1;
     int64_t next_sequence_id_ = 1;
     int64_t arrivals_ = 0;
     int64_t steps_ = 0;
     int64_t prompt_tokens_ = 0;
-    int64_t generation_tokens_ = 0;
     std::ostream* trace_ = nullptr;
 };
 

@@ -1,5 +1,8 @@
-// Sequence: one stream of tokens the engine is generating (a request with
-// n > 1 parallel samples has n of them), and the request options they share.
+// Requests and sequences. A request with n parallel samples has n sequences;
+// each is the scheduler's SequenceState (tokens, blocks, queue order) plus
+// the request it belongs to and its OutputState (text, logprobs, what the
+// caller has been told). The pipeline that moves them (llm_engine.h):
+// Scheduler -> PlanBuilder -> ModelRunner -> OutputProcessor.
 #pragma once
 
 #include <algorithm>
@@ -38,7 +41,7 @@ struct TokenLogprob {
     std::vector<std::pair<int32_t, float>> top;  // best first
 };
 
-// log_softmax of one row of raw logits (in double): the token's logprob and the top k (llm_engine.cpp).
+// log_softmax of one row of raw logits (in double): the token's logprob and the top k.
 TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32_t k);
 
 struct Sequence;
@@ -66,23 +69,27 @@ struct Request {
     }
 };
 
-// One stream of tokens: the scheduler's view (tokens, blocks, queue order)
-// plus the request it belongs to and what its caller has been told.
-struct Sequence : SequenceState {
-    Request* request = nullptr;
-
-    // Output state: text is produced incrementally; stop strings are searched
-    // in it, and up to (longest stop string - 1) characters are held back.
+// What one sample has produced for its caller. Text is produced incrementally;
+// stop strings are searched in it, and up to (longest stop string - 1)
+// characters are held back until they cannot start one.
+struct OutputState {
     std::unique_ptr<IncrementalDetokenizer> detokenizer;
     std::string text;                // the whole generated text so far (stop string excluded)
-    size_t text_sent = 0;            // characters of `text` already handed to the caller
     std::vector<TokenLogprob> logprobs;
-    size_t tokens_sent = 0;          // generated tokens already handed to the caller
-    size_t logprobs_sent = 0;
     std::optional<std::string> finish_reason;  // "stop", "length" or "abort"
     std::string stop_string;         // the stop string that ended it, if one did
     int32_t stop_token = -1;         // or the stop token id
+    // Already handed to the caller:
+    size_t text_sent = 0;            // characters of `text`
+    size_t tokens_sent = 0;          // generated tokens
+    size_t logprobs_sent = 0;
     bool finish_sent = false;
+};
+
+// One stream of tokens: the scheduler's view, its request, its output.
+struct Sequence : SequenceState {
+    Request* request = nullptr;
+    OutputState out;
 
     // Whether the logits of the row at position p give a prompt token's logprob
     // still missing (that of token p + 1; only sample 0 computes them).
@@ -102,23 +109,13 @@ struct Sequence : SequenceState {
     bool may_reuse_cached_prefix() const override { return !prompt_logprobs_pending(); }
 };
 
+// A new sequence of `request`: sample `sample_index`, holding the prompt, with
+// the request's queue order and a detokenizer that starts after the prompt.
+std::unique_ptr<Sequence> make_sequence(Request& request, int32_t sample_index, int64_t id,
+                                        const Tokenizer& tokenizer);
+
 // The engine hands the scheduler only its own Sequences.
 inline Sequence& as_sequence(SequenceState& s) { return static_cast<Sequence&>(s); }
 inline const Sequence& as_sequence(const SequenceState& s) { return static_cast<const Sequence&>(s); }
-
-// Rows of logits a step computing `count` more tokens of `seq` needs: one per
-// sample drawn when the step reaches the last token (n for a first sample that
-// forks), plus one per prompt row whose next token's logprob is still wanted.
-inline int32_t Sequence::logits_rows(int32_t count) const {
-    int32_t rows = 0;
-    if (num_computed + count == num_tokens()) rows += slots();
-    if (sample_index == 0 && request->wants_prompt_logprobs()) {
-        // The positions p in [num_computed, num_computed + count) with wants_prompt_logprob_row(p), counted at once.
-        const int32_t first = std::max(num_computed, static_cast<int32_t>(request->prompt_logprobs.size()));
-        const int32_t last = std::min(num_computed + count, num_prompt_tokens - 1);
-        rows += std::max(0, last - first);
-    }
-    return rows;
-}
 
 }  // namespace minfer

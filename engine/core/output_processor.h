@@ -1,0 +1,89 @@
+// OutputProcessor: what a step's sampled tokens do to their sequences.
+//
+// After the runner: prompt logprobs are recorded, a fresh prompt with n > 1
+// forks its n - 1 siblings (sharing its blocks), each sampled token is
+// appended (logprobs, incremental text, stop ids and strings, min_tokens,
+// max_tokens, the context's end), and finished sequences leave the scheduler.
+// collect() then hands each request that moved its news since the last time.
+//
+// Seams for what comes next: a speculative step appends several tokens to a
+// sequence and rolls the rest back (BlockManager::truncate); a grammar's
+// state advances here with each accepted token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/plan_builder.h"
+#include "engine/core/sequence.h"
+#include "engine/text/tokenizer.h"
+#include "kvcache/block_manager.h"
+#include "scheduler/scheduler.h"
+
+namespace minfer {
+
+// What one sample produced since the last output.
+struct SampleOutput {
+    int32_t index = 0;
+    std::vector<int32_t> token_ids;
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    std::optional<std::string> finish_reason;  // set once, in its last output
+    std::string stop_string;                   // the stop string that ended it
+    int32_t stop_token = -1;                   // or the stop token id
+};
+
+struct RequestOutput {
+    uint64_t request_id = 0;
+    int32_t num_prompt_tokens = 0;
+    std::vector<SampleOutput> samples;          // only the samples that moved
+    std::vector<TokenLogprob> prompt_logprobs;  // new ones, of prompt tokens 1.. (echo)
+    bool finished = false;                      // every sample finished; the request is gone
+    double queue_seconds = -1;                  // in its first output after it was first scheduled
+};
+
+using RequestMap = std::unordered_map<uint64_t, std::unique_ptr<Request>>;
+
+class OutputProcessor {
+public:
+    struct Limits {
+        int32_t vocab_size = 0;
+        int32_t max_model_len = 0;
+    };
+    // next_sequence_id: the engine's counter, which forks draw from.
+    OutputProcessor(const Tokenizer& tokenizer, Scheduler& scheduler, BlockManager& blocks,
+                    std::vector<int32_t> eos_ids, Limits limits, int64_t& next_sequence_id);
+
+    // A step is done: `sampled` has one id per sample of `in`, `logits` the raw
+    // logits of every use when in.needs_logits.
+    void process(const StepInputs& in, std::span<const int32_t> sampled, std::span<const float> logits);
+    // Ends a sequence ("stop", "length", "abort"): it leaves the scheduler, its blocks go back.
+    void finish(Sequence& seq, const std::string& reason);
+    // `r` has news for its caller at the next collect().
+    void moved(Request& r);
+    // The news of every request that moved; finished requests leave `requests`.
+    std::vector<RequestOutput> collect(RequestMap& requests);
+
+    int64_t generation_tokens() const { return generation_tokens_; }
+
+private:
+    void append_token(Sequence& seq, int32_t token, const float* logits);
+    Sequence& fork(Sequence& first, int32_t sample_index);
+    RequestOutput news_of(Request& r);
+
+    const Tokenizer& tokenizer_;
+    Scheduler& scheduler_;
+    BlockManager& blocks_;
+    std::vector<int32_t> eos_ids_;
+    Limits limits_;
+    int64_t& next_sequence_id_;
+    std::vector<Request*> moved_;
+    int64_t generation_tokens_ = 0;
+};
+
+}  // namespace minfer

@@ -1,0 +1,96 @@
+#include "engine/core/plan_builder.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace minfer {
+
+PlanBuilder::PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids)
+    : block_size_(block_size), eos_ids_(std::move(eos_ids)) {}
+
+int32_t PlanBuilder::add_rows(const SequenceState& seq, int32_t count) {
+    if (plan_.query_start.empty()) plan_.query_start.push_back(0);
+    const int32_t first_row = plan_.num_tokens();
+    const int32_t first = seq.num_computed, end = first + count;
+    const std::vector<int32_t>& blocks = seq.blocks.blocks;
+    for (int32_t p = first; p < end; ++p) {
+        plan_.token_ids.push_back(seq.tokens[p]);
+        plan_.positions.push_back(p);
+        plan_.slot_mapping.push_back(blocks[p / block_size_] * block_size_ + p % block_size_);
+    }
+    plan_.query_start.push_back(plan_.num_tokens());
+    plan_.context_lens.push_back(end);
+    tables_.push_back(&blocks);
+    return first_row;
+}
+
+void PlanBuilder::add_block_copies(std::span<const BlockCopy> copies) {
+    for (const BlockCopy& c : copies) {
+        plan_.block_copies.push_back(c.src);
+        plan_.block_copies.push_back(c.dst);
+    }
+}
+
+StepPlan PlanBuilder::finish() {
+    size_t width = 0;
+    for (const auto* t : tables_) width = std::max(width, t->size());
+    plan_.max_blocks_per_seq = static_cast<int32_t>(width);
+    for (const auto* t : tables_)
+        for (size_t b = 0; b < width; ++b) plan_.block_tables.push_back(b < t->size() ? (*t)[b] : -1);
+    if (plan_.query_start.empty()) plan_.query_start.push_back(0);
+    StepPlan done = std::move(plan_);
+    plan_ = StepPlan{};
+    tables_.clear();
+    return done;
+}
+
+StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
+    StepInputs in;
+    std::vector<LogitsUse> prompt_uses;  // asked for after the samples
+    std::vector<int32_t> prompt_rows;
+    for (const ScheduledSequence& sc : scheduled.scheduled) {
+        Sequence& seq = as_sequence(*sc.seq);
+        const int32_t first_row = add_rows(seq, sc.num_tokens);
+        for (int32_t i = 0; i < sc.num_tokens; ++i) {
+            const int32_t p = seq.num_computed + i;
+            if (!seq.wants_prompt_logprob_row(p)) continue;
+            prompt_rows.push_back(first_row + i);
+            prompt_uses.push_back({&seq, -1, p});
+        }
+        // The step reaches the last token: draw the next one (n of them for a
+        // first sample that forks into n).
+        if (seq.num_computed + sc.num_tokens == seq.num_tokens()) {
+            const int32_t draws = seq.forks_on_first_sample() ? seq.request->options.n : 1;
+            for (int32_t k = 0; k < draws; ++k) {
+                add_logits_row(first_row + sc.num_tokens - 1);
+                in.uses.push_back({&seq, draws > 1 ? k : seq.sample_index, -1});
+            }
+        }
+    }
+    in.num_samples = in.uses.size();
+    for (size_t i = 0; i < prompt_rows.size(); ++i) {
+        add_logits_row(prompt_rows[i]);
+        in.uses.push_back(prompt_uses[i]);
+    }
+    add_block_copies(scheduled.copies);
+    in.plan = finish();
+
+    in.needs_logits = !prompt_rows.empty();
+    in.suppressed.resize(in.num_samples);
+    for (size_t i = 0; i < in.num_samples; ++i) {
+        const Sequence& seq = *in.uses[i].seq;
+        const GenerationOptions& o = seq.request->options;
+        in.needs_logits |= o.logprobs >= 0;
+        if (seq.num_output() < o.min_tokens) {
+            in.suppressed[i] = o.stop_token_ids;
+            if (!o.ignore_eos) in.suppressed[i].insert(in.suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
+        }
+        const std::span<const int32_t> all(seq.tokens);
+        in.sampling_rows.push_back({&o.sampling, uint64_t(in.uses[i].sample_stream), seq.num_tokens(),
+                                    all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens),
+                                    in.suppressed[i], {}});
+    }
+    return in;
+}
+
+}  // namespace minfer

@@ -1,0 +1,74 @@
+// PlanBuilder: the one place that turns sequences into a step's inputs.
+//
+// The engine hands it the scheduler's output and gets back a StepInputs: the
+// flat StepPlan the runner runs, what each row of logits is for, and one
+// SamplingRow per token to draw. `minfer run`, perplexity and bench latency
+// use its lower half (add_rows / add_logits_row / finish) over the same
+// BlockManager the engine uses.
+//
+// Seams for what comes next:
+//  - speculative decoding: a sequence carrying k draft tokens is scheduled for
+//    1 + k rows, each of which wants logits (add_logits_row per row, a
+//    LogitsUse per row with its sample stream);
+//  - grammars: a sequence's constraint state fills SamplingRow::allowed_mask
+//    here, and the OutputProcessor advances it with the token it accepts.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/core/sequence.h"
+#include "kernels/sampling.h"
+#include "kernels/step_plan.h"
+#include "scheduler/scheduler.h"
+
+namespace minfer {
+
+// What one row of the step's logits is for.
+struct LogitsUse {
+    Sequence* seq = nullptr;
+    int32_t sample_stream = -1;    // >= 0: draw the next token of sample `sample_stream`
+    int32_t prompt_position = -1;  // >= 0: logprob of prompt token prompt_position + 1
+};
+
+struct StepInputs {
+    StepPlan plan;
+    // One per plan.logits_rows entry: the samples to draw first, then the rows
+    // of prompt logprobs.
+    std::vector<LogitsUse> uses;
+    size_t num_samples = 0;
+    std::vector<SamplingRow> sampling_rows;        // one per sample, in the order of uses
+    std::vector<std::vector<int32_t>> suppressed;  // ids each sampling row may not draw (it points here)
+    // Logprobs are of the model's raw distribution: the logits are read before
+    // sampling processes them.
+    bool needs_logits = false;
+};
+
+class PlanBuilder {
+public:
+    // eos_ids: what min_tokens holds back (with the request's stop ids).
+    PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids = {});
+
+    // The whole step of the engine: every scheduled sequence's rows back to
+    // back, a logits row per sample to draw and per prompt logprob wanted.
+    StepInputs build(const SchedulerOutput& scheduled);
+
+    // ---- one plan, a sequence at a time ----------------------------------------
+    // Appends rows [seq.num_computed, seq.num_computed + count) of `seq`, whose
+    // blocks must already hold them; returns the index of the first row.
+    int32_t add_rows(const SequenceState& seq, int32_t count);
+    // Asks for the logits of row `row` (rows may repeat: n samples of one row).
+    void add_logits_row(int32_t row) { plan_.logits_rows.push_back(row); }
+    void add_block_copies(std::span<const BlockCopy> copies);
+    // The plan so far, block tables padded to the longest; the builder starts over.
+    StepPlan finish();
+
+private:
+    int32_t block_size_;
+    std::vector<int32_t> eos_ids_;
+    StepPlan plan_;
+    std::vector<const std::vector<int32_t>*> tables_;  // each added sequence's block ids
+};
+
+}  // namespace minfer
