@@ -116,7 +116,7 @@ int cmd_run(int argc, char** argv) {
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;
-    BlockAllocator allocator(blocks);
+    BlockManager block_manager(blocks, block_size, /*enable_prefix_caching=*/false);
     ModelRunner runner(*model, {batch_tokens, 1, blocks, block_size, 0, false, kv_dtype});
     const bool json = args.count("json") > 0;
 
@@ -132,7 +132,7 @@ int cmd_run(int argc, char** argv) {
             std::fflush(stdout);
         }
         std::string reply;
-        const GenerateResult r = generate(runner, allocator, cfg.context_len, prompt_ids, gen, [&](int32_t id) {
+        const GenerateResult r = generate(runner, block_manager, cfg.context_len, prompt_ids, gen, [&](int32_t id) {
             const bool stop = std::find(gen.stop_ids.begin(), gen.stop_ids.end(), id) != gen.stop_ids.end();
             if (stop) return;  // an end-of-turn token is not part of the reply
             const std::string piece = detok.push(id);

@@ -7,7 +7,8 @@
 #include <stdexcept>
 
 #include "engine/model/model_runner.h"
-#include "kvcache/block_allocator.h"
+#include "engine/core/plan_builder.h"
+#include "kvcache/block_manager.h"
 
 namespace minfer {
 
@@ -68,7 +69,8 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
     Backend& backend = model.backend();
     std::vector<double> gaps;
     Backend::StepTraffic decode_traffic;
-    BlockAllocator allocator(num_blocks);
+    BlockManager blocks(num_blocks, o.block_size, /*enable_prefix_caching=*/false);
+    PlanBuilder planner(o.block_size);
 
     std::mt19937_64 rng(o.seed);
     std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
@@ -78,36 +80,27 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
     LatencyResult r;
     using clock = std::chrono::steady_clock;
     for (int32_t run = 0; run < o.warmup + o.repetitions; ++run) {
-        std::vector<std::unique_ptr<BlockTable>> tables;
-        std::vector<std::vector<int32_t>> seqs(o.batch);
-        for (int32_t s = 0; s < o.batch; ++s) {
-            tables.push_back(std::make_unique<BlockTable>(allocator, o.block_size));
-            tables.back()->reserve(total_len);
-            for (int32_t i = 0; i < o.input_len; ++i) seqs[s].push_back(token(rng));
+        std::vector<SequenceState> seqs(o.batch);
+        std::vector<BlockCopy> no_copies;
+        for (SequenceState& seq : seqs) {
+            for (int32_t i = 0; i < o.input_len; ++i) seq.tokens.push_back(token(rng));
+            seq.num_prompt_tokens = o.input_len;
+            if (!blocks.allocate(seq.blocks, 0, total_len, no_copies))
+                throw std::logic_error("bench latency: the KV pool was sized for every sequence");
         }
-        // One plan for `count` rows of every sequence starting at `start`.
+        // One plan for `count` rows of every sequence starting at `start`, each sampling after its last row.
         auto plan_rows = [&](int32_t start, int32_t count) {
-            StepPlan p;
-            p.max_blocks_per_seq = blocks_per_seq;
-            p.query_start = {0};
-            for (int32_t s = 0; s < o.batch; ++s) {
-                for (int32_t pos = start; pos < start + count; ++pos) {
-                    p.token_ids.push_back(seqs[s][pos]);
-                    p.positions.push_back(pos);
-                    p.slot_mapping.push_back(tables[s]->slot(pos));
-                }
-                p.query_start.push_back(int32_t(p.token_ids.size()));
-                p.context_lens.push_back(start + count);
-                p.block_tables.insert(p.block_tables.end(), tables[s]->blocks().begin(), tables[s]->blocks().end());
-                p.logits_rows.push_back(int32_t(p.token_ids.size()) - 1);
+            for (SequenceState& seq : seqs) {
+                seq.num_computed = start;
+                planner.add_logits_row(planner.add_rows(seq, count) + count - 1);
             }
-            return p;
+            return planner.finish();
         };
         std::vector<SamplingRow> rows(o.batch, SamplingRow{&greedy, 0, 0, {}, {}, {}, {}});
         auto sample_next = [&](int32_t pos) {
             for (auto& row : rows) row.position = pos;
             const auto ids = runner.sample(rows);
-            for (int32_t s = 0; s < o.batch; ++s) seqs[s].push_back(ids[s]);
+            for (int32_t s = 0; s < o.batch; ++s) seqs[s].tokens.push_back(ids[s]);
         };
 
         const bool last_run = run + 1 == o.warmup + o.repetitions;
@@ -127,6 +120,7 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
         }
         backend.synchronize();
         const auto t2 = clock::now();
+        for (SequenceState& seq : seqs) blocks.free(seq.blocks);
         if (run >= o.warmup) {
             r.prefill_runs.push_back(std::chrono::duration<double>(t1 - t0).count());
             r.decode_runs.push_back(std::chrono::duration<double>(t2 - t1).count());

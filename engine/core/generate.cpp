@@ -6,6 +6,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "engine/core/plan_builder.h"
+
 namespace minfer {
 
 std::vector<int32_t> default_stop_ids(const Tokenizer& tokenizer) {
@@ -14,23 +16,7 @@ std::vector<int32_t> default_stop_ids(const Tokenizer& tokenizer) {
     return ids;
 }
 
-StepPlan single_sequence_plan(const std::vector<int32_t>& tokens, int32_t start, int32_t count,
-                              const BlockTable& table, bool want_logits) {
-    StepPlan p;
-    for (int32_t pos = start; pos < start + count; ++pos) {
-        p.token_ids.push_back(tokens[pos]);
-        p.positions.push_back(pos);
-        p.slot_mapping.push_back(table.slot(pos));
-    }
-    p.query_start = {0, count};
-    p.context_lens = {start + count};
-    p.block_tables = table.blocks();
-    p.max_blocks_per_seq = static_cast<int32_t>(table.blocks().size());
-    if (want_logits) p.logits_rows = {count - 1};
-    return p;
-}
-
-GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t context_len,
+GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t context_len,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
                         const std::function<void(int32_t)>& on_token) {
     using clock = std::chrono::steady_clock;
@@ -41,25 +27,29 @@ GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t con
             fmt::format("the prompt is {} tokens, longer than the context of {} tokens", prompt_len, context_len));
 
     GenerateResult result;
-    BlockTable table(blocks, runner.limits().block_size);
-    std::vector<int32_t> tokens = prompt_ids;
+    PlanBuilder planner(runner.limits().block_size);
+    SequenceState seq;
+    seq.tokens = prompt_ids;
+    seq.num_prompt_tokens = prompt_len;
     const int32_t chunk = runner.limits().max_num_batched_tokens;
 
     auto t0 = clock::now();
-    int32_t done = 0;  // tokens whose K/V are in the cache
     int32_t next = -1;
+    std::vector<BlockCopy> copies;  // none: the sequence shares no block
     while (result.generated_ids.size() < size_t(std::max(options.max_new_tokens, 0))) {
-        const int32_t todo = static_cast<int32_t>(tokens.size()) - done;
-        const int32_t count = std::min(todo, chunk);
-        const bool last_chunk = count == todo;
-        table.reserve(done + count);
-        const StepPlan plan = single_sequence_plan(tokens, done, count, table, last_chunk);
-        runner.forward(plan);
-        done += count;
+        const int32_t count = std::min(seq.num_uncomputed(), chunk);
+        const bool last_chunk = count == seq.num_uncomputed();
+        if (!blocks.allocate(seq.blocks, seq.num_computed, seq.num_computed + count, copies))
+            throw std::runtime_error("the KV pool has no room for the sequence");
+        const int32_t first_row = planner.add_rows(seq, count);
+        if (last_chunk) planner.add_logits_row(first_row + count - 1);
+        runner.forward(planner.finish());
+        seq.num_computed += count;
         if (!last_chunk) continue;  // more of the prompt to prefill
 
-        const SamplingRow row{&options.sampling, 0, done, {prompt_ids.data(), prompt_ids.size()},
-                              {result.generated_ids.data(), result.generated_ids.size()}, {}, {}};
+        const std::span<const int32_t> all(seq.tokens);
+        const SamplingRow row{&options.sampling, 0, seq.num_computed, all.first(prompt_len), all.subspan(prompt_len),
+                              {}, {}};
         next = runner.sample({&row, 1})[0];
         if (result.generated_ids.empty()) {
             const auto t1 = clock::now();
@@ -67,14 +57,15 @@ GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t con
             t0 = t1;
         }
         result.generated_ids.push_back(next);
-        tokens.push_back(next);
+        seq.tokens.push_back(next);
         if (on_token) on_token(next);
         if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) {
             result.finish_reason = "stop";
             break;
         }
-        if (done >= context_len) break;  // the next token has no position left
+        if (seq.num_computed >= context_len) break;  // the next token has no position left
     }
+    blocks.free(seq.blocks);
     if (result.finish_reason.empty()) result.finish_reason = "length";
     if (!result.generated_ids.empty())
         result.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();

@@ -1,6 +1,6 @@
-// Generation of one sequence through step plans and a block table: what
-// `minfer run` does. The prompt is prefilled in chunks of at most
-// max_num_batched_tokens rows, then one decode row per step.
+// Generation of one sequence: what `minfer run` does. The prompt is prefilled
+// in chunks of at most max_num_batched_tokens rows, then one decode row per
+// step, each step's plan made by PlanBuilder over blocks of a BlockManager.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "engine/model/model_runner.h"
 #include "kernels/sampling.h"
 #include "engine/text/tokenizer.h"
-#include "kvcache/block_allocator.h"
+#include "kvcache/block_manager.h"
 
 namespace minfer {
 
@@ -30,16 +30,13 @@ struct GenerateResult {
 
 // Generates after `prompt_ids` (which must be non-empty and fit the context).
 // on_token, if set, sees each id as it is sampled.
-GenerateResult generate(ModelRunner& runner, BlockAllocator& blocks, int32_t context_len,
+// `blocks` must hold the runner's KV pool's blocks (the sequence's go back at the end).
+GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t context_len,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
                         const std::function<void(int32_t)>& on_token = {});
 
 // Ids that end a generation by default: the tokenizer's end-of-generation ids
 // and BOS, which a base model samples to begin a new document (llama2.c's rule).
 std::vector<int32_t> default_stop_ids(const Tokenizer& tokenizer);
-
-// The plan of `count` new rows of one sequence starting at `start`.
-StepPlan single_sequence_plan(const std::vector<int32_t>& tokens, int32_t start, int32_t count,
-                              const BlockTable& table, bool want_logits);
 
 }  // namespace minfer

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/core/plan_builder.h"
 #include "engine/core/sequence.h"
-#include "kvcache/block_allocator.h"
+#include "kvcache/block_manager.h"
 
 namespace minfer {
 
@@ -39,29 +40,28 @@ PerplexityResult perplexity(ModelRunner& runner, const std::vector<int32_t>& tok
     const int32_t step_rows = std::min(lim.max_num_batched_tokens, lim.max_logits_rows);
 
     PerplexityResult result;
-    BlockAllocator blocks(lim.num_kv_blocks);
+    BlockManager blocks(lim.num_kv_blocks, lim.block_size, /*enable_prefix_caching=*/false);
+    PlanBuilder planner(lim.block_size);
+    std::vector<BlockCopy> no_copies;
     for (int32_t c = 0; c < chunks; ++c) {
-        std::vector<int32_t> chunk(tokens.begin() + int64_t(c) * o.n_ctx, tokens.begin() + int64_t(c + 1) * o.n_ctx);
-        if (o.bos_id >= 0) chunk[0] = o.bos_id;
-        BlockTable table(blocks, lim.block_size);
-        table.reserve(o.n_ctx);
+        SequenceState seq;  // the chunk, computed from scratch
+        seq.tokens.assign(tokens.begin() + int64_t(c) * o.n_ctx, tokens.begin() + int64_t(c + 1) * o.n_ctx);
+        if (o.bos_id >= 0) seq.tokens[0] = o.bos_id;
+        seq.num_prompt_tokens = o.n_ctx;
+        const std::vector<int32_t>& chunk = seq.tokens;
+        if (!blocks.allocate(seq.blocks, 0, o.n_ctx, no_copies))
+            throw std::invalid_argument("the KV pool cannot hold one perplexity chunk");
         double chunk_nll = 0;
         for (int32_t start = 0; start < o.n_ctx;) {
             // Context rows go in big steps; scored rows in steps that fit the logits buffer.
             const int32_t limit = start < first_scored ? std::min(lim.max_num_batched_tokens, first_scored - start)
                                                        : std::min(step_rows, o.n_ctx - 1 - start);
             if (limit <= 0) break;  // the last token predicts nothing inside the chunk
-            StepPlan plan;
-            for (int32_t pos = start; pos < start + limit; ++pos) {
-                plan.token_ids.push_back(chunk[pos]);
-                plan.positions.push_back(pos);
-                plan.slot_mapping.push_back(table.slot(pos));
-                if (pos >= first_scored) plan.logits_rows.push_back(pos - start);
-            }
-            plan.query_start = {0, limit};
-            plan.context_lens = {start + limit};
-            plan.block_tables = table.blocks();
-            plan.max_blocks_per_seq = int32_t(table.blocks().size());
+            seq.num_computed = start;
+            const int32_t first_row = planner.add_rows(seq, limit);
+            for (int32_t pos = std::max(start, first_scored); pos < start + limit; ++pos)
+                planner.add_logits_row(first_row + pos - start);
+            const StepPlan plan = planner.finish();
             runner.forward(plan);
             if (!plan.logits_rows.empty()) {
                 const std::vector<float> logits = runner.logits();
@@ -75,6 +75,7 @@ PerplexityResult perplexity(ModelRunner& runner, const std::vector<int32_t>& tok
             }
             start += limit;
         }
+        blocks.free(seq.blocks);
         result.chunk_nll.push_back(chunk_nll);
         result.nll_sum += chunk_nll;
         if (on_chunk) on_chunk(c, result);

@@ -34,7 +34,7 @@
 #include "engine/gguf/model_source.h"
 #include "engine/text/tokenizer.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kvcache/block_allocator.h"
+#include "kvcache/block_manager.h"
 
 using namespace minfer;
 
@@ -101,13 +101,13 @@ std::vector<int32_t> generate_greedy(const Model& model, const Case& c, int32_t 
                                      const std::vector<int32_t>& stop_ids) {
     const int32_t ctx = model.config().context_len;
     const int32_t blocks = (ctx + block_size - 1) / block_size;
-    BlockAllocator allocator(blocks);
+    BlockManager manager(blocks, block_size, false);
     ModelRunner runner(model, {batch_tokens, 1, blocks, block_size});
     GenerateOptions options;
     options.max_new_tokens = c.steps - int32_t(c.prompt_ids.size()) + 1;
     options.sampling.temperature = 0.0f;
     options.stop_ids = stop_ids;
-    return generate(runner, allocator, ctx, c.prompt_ids, options).generated_ids;
+    return generate(runner, manager, ctx, c.prompt_ids, options).generated_ids;
 }
 
 // One sequence's part of a step: rows [start, start + count) of its tokens.

@@ -11,6 +11,7 @@
 
 #include "kernels/formats/float16.h"
 #include "engine/core/generate.h"
+#include "engine/core/plan_builder.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_runner.h"
@@ -184,17 +185,21 @@ std::vector<std::vector<float>> run_model(const std::string& path, const std::ve
     auto backend = make_cpu_backend();
     auto model = Model::load(path, *backend);
     const int32_t blocks = 64 / block_size + 1;
-    BlockAllocator allocator(blocks);
-    BlockTable table(allocator, block_size);
+    BlockManager manager(blocks, block_size, false);
+    SequenceState seq;
+    seq.tokens = tokens;
+    std::vector<BlockCopy> copies;
+    PlanBuilder planner(block_size);
     ModelRunner runner(*model, {chunk, chunk, blocks, block_size});
     std::vector<std::vector<float>> out;
     const int32_t vocab = model->config().vocab_size;
     for (int32_t start = 0; start < int32_t(tokens.size()); start += chunk) {
         const int32_t count = std::min<int32_t>(chunk, int32_t(tokens.size()) - start);
-        table.reserve(start + count);
-        StepPlan plan = single_sequence_plan(tokens, start, count, table, false);
-        for (int32_t r = 0; r < count; ++r) plan.logits_rows.push_back(r);
-        runner.forward(plan);
+        REQUIRE(manager.allocate(seq.blocks, start, start + count, copies));
+        seq.num_computed = start;
+        planner.add_rows(seq, count);
+        for (int32_t r = 0; r < count; ++r) planner.add_logits_row(r);
+        runner.forward(planner.finish());
         const auto l = runner.logits();
         for (int32_t r = 0; r < count; ++r) out.emplace_back(l.begin() + size_t(r) * vocab, l.begin() + size_t(r + 1) * vocab);
     }

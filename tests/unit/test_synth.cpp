@@ -19,6 +19,7 @@
 
 #include "kernels/formats/float16.h"
 #include "engine/core/generate.h"
+#include "engine/core/plan_builder.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_runner.h"
@@ -212,13 +213,16 @@ std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GG
 // Every row's logits from one prefill of `tokens`.
 std::vector<std::vector<float>> run_logits(const Model& model, const std::vector<int32_t>& tokens) {
     const int32_t n = static_cast<int32_t>(tokens.size()), block_size = 4, blocks = n / block_size + 2;
-    BlockAllocator allocator(blocks);
-    BlockTable table(allocator, block_size);
+    BlockManager manager(blocks, block_size, false);
     ModelRunner runner(model, {n, n, blocks, block_size});
-    table.reserve(n);
-    StepPlan plan = single_sequence_plan(tokens, 0, n, table, false);
-    for (int32_t r = 0; r < n; ++r) plan.logits_rows.push_back(r);
-    runner.forward(plan);
+    SequenceState seq;
+    seq.tokens = tokens;
+    std::vector<BlockCopy> copies;
+    REQUIRE(manager.allocate(seq.blocks, 0, n, copies));
+    PlanBuilder planner(block_size);
+    planner.add_rows(seq, n);
+    for (int32_t r = 0; r < n; ++r) planner.add_logits_row(r);
+    runner.forward(planner.finish());
     const std::vector<float> l = runner.logits();
     const size_t vocab = static_cast<size_t>(model.config().vocab_size);
     std::vector<std::vector<float>> out;
