@@ -27,12 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// What the engine thread hands to a request's coroutine on the I/O thread.
+// An output the engine thread hands to a request's coroutine on the I/O thread.
 struct EngineEvent {
-    enum class Kind { Accepted, Refused, Output } kind;
     size_t prompt_index = 0;
-    uint64_t request_id = 0;
-    std::string error;
     RequestOutput output;
     Clock::time_point at;
 };
@@ -76,18 +73,12 @@ private:
     std::deque<EngineEvent> events_;
 };
 
-// Submits prompt `index` of a request: its acceptance (or refusal) and outputs arrive in `queue`.
-void submit(EngineThread& engine, const std::shared_ptr<OutputQueue>& queue, size_t index, std::vector<int32_t> prompt,
-            GenerationOptions options) {
-    engine.submit(
-        std::move(prompt), std::move(options),
-        [queue, index](const RequestOutput& out) {
-            queue->push({EngineEvent::Kind::Output, index, out.request_id, {}, out, {}});
-        },
-        [queue, index](uint64_t id, const std::string* error) {
-            queue->push({error ? EngineEvent::Kind::Refused : EngineEvent::Kind::Accepted, index, id,
-                         error ? *error : "", {}, {}});
-        });
+// Submits prompt `index` of a request (validated here: throws RequestError);
+// its outputs arrive in `queue`. Returns the engine's request id.
+uint64_t submit(EngineThread& engine, const std::shared_ptr<OutputQueue>& queue, size_t index,
+                std::vector<int32_t> prompt, GenerationOptions options) {
+    return engine.submit(std::move(prompt), std::move(options),
+                         [queue, index](const RequestOutput& out) { queue->push({index, out, {}}); });
 }
 
 // One engine request (one prompt of the HTTP request) as the server times it.
@@ -293,15 +284,21 @@ awaitable<void> OpenAIServer::ready(HttpResponder& res) {
     o.sampling.temperature = 0;
     o.ignore_eos = true;
     const int32_t first = tokenizer_.bos_id() >= 0 ? tokenizer_.bos_id() : 0;
-    submit(*engine_, queue, 0, {first}, o);
+    std::string refused;
+    try {
+        submit(*engine_, queue, 0, {first}, o);
+    } catch (const RequestError& e) {
+        refused = e.what();
+    }
+    if (!refused.empty()) {
+        HttpResponse reply = error_response(http::status::service_unavailable,
+                                            "the engine refused a test request: " + refused, res.version());
+        co_await res.send(std::move(reply));
+        co_return;
+    }
     int32_t tokens = 0;
     while (true) {
         EngineEvent e = co_await queue->pop();
-        if (e.kind == EngineEvent::Kind::Refused) {
-            { HttpResponse reply = error_response(http::status::service_unavailable, "the engine refused a test request: " + e.error, res.version()); co_await res.send(std::move(reply)); }
-            co_return;
-        }
-        if (e.kind != EngineEvent::Kind::Output) continue;
         for (const SampleOutput& s : e.output.samples) tokens += int32_t(s.token_ids.size());
         if (e.output.finished) break;
     }
@@ -362,41 +359,35 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         spdlog::warn("{}: ignoring unknown field(s) {}", path_of(req), fmt::join(cr.ignored_fields, ", "));
 
     // ---- admission: a full waiting queue is a 503 the client can retry
-    const EngineStats stats = engine_->stats();
-    if (stats.num_waiting + size_t(pending_) + cr.prompts.size() > config_.max_waiting) {
+    const size_t waiting = engine_->stats().num_waiting + engine_->num_queued();
+    if (waiting + cr.prompts.size() > config_.max_waiting) {
         HttpResponse r = error_response(http::status::service_unavailable,
                                         fmt::format("the server has {} requests waiting (--max-waiting {}); retry later",
-                                                    stats.num_waiting + size_t(pending_), config_.max_waiting), v);
+                                                    waiting, config_.max_waiting), v);
         r.set(http::field::retry_after, "1");
         co_await res.send(std::move(r));
         co_return;
     }
 
-    auto queue = std::make_shared<OutputQueue>(io_);
+    // ---- submission: each prompt validated here, on the I/O thread, before any is queued
     const size_t n_prompts = cr.prompts.size();
-    pending_ += int64_t(n_prompts);
-    for (size_t i = 0; i < n_prompts; ++i)
-        submit(*engine_, queue, i, cr.prompts[i], cr.options);
-
-    std::vector<Tracked> tracked(n_prompts);
-    std::vector<EngineEvent> early;  // outputs that overtook another prompt's acceptance
-    std::string refused;
-    for (size_t answered = 0; answered < n_prompts;) {
-        EngineEvent e = co_await queue->pop();
-        if (e.kind == EngineEvent::Kind::Output) {
-            early.push_back(std::move(e));
-            continue;
-        }
-        ++answered;
-        --pending_;
-        if (e.kind == EngineEvent::Kind::Refused && refused.empty()) refused = e.error;
-        if (e.kind == EngineEvent::Kind::Accepted) tracked[e.prompt_index].id = e.request_id;
+    std::vector<GenerationOptions> options(n_prompts, cr.options);
+    try {
+        for (size_t i = 0; i < n_prompts; ++i) engine_->validate(cr.prompts[i], options[i]);
+    } catch (const RequestError& e) {
+        error = e.what();
     }
-    if (!refused.empty()) {
+    if (!error.empty()) { HttpResponse reply = error_response(http::status::bad_request, error, v); co_await res.send(std::move(reply)); co_return; }
+    auto queue = std::make_shared<OutputQueue>(io_);
+    std::vector<Tracked> tracked(n_prompts);
+    try {
+        for (size_t i = 0; i < n_prompts; ++i) tracked[i].id = submit(*engine_, queue, i, cr.prompts[i], options[i]);
+    } catch (const RequestError& e) {  // the engine is stopping
+        error = e.what();
         for (const Tracked& t : tracked)
             if (t.id) engine_->abort(t.id);
-        { HttpResponse reply = error_response(http::status::bad_request, refused, v); co_await res.send(std::move(reply)); co_return; }
     }
+    if (!error.empty()) { HttpResponse reply = error_response(http::status::service_unavailable, error, v); co_await res.send(std::move(reply)); co_return; }
 
     // ---- outputs
     ResponseBuilder builder(tokenizer_, chat, chat ? random_id("chatcmpl") : random_id("cmpl"), unix_now(),
@@ -407,12 +398,8 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         for (const Tracked& t : tracked) engine_->abort(t.id);
     }
     size_t unfinished = n_prompts;
-    size_t next_early = 0;
     while (unfinished > 0) {
-        EngineEvent e;
-        if (next_early < early.size()) e = std::move(early[next_early++]);
-        else e = co_await queue->pop();
-        if (e.kind != EngineEvent::Kind::Output) continue;
+        EngineEvent e = co_await queue->pop();
         Tracked& t = tracked[e.prompt_index];
         if (e.output.queue_seconds >= 0) t.timing.queue_seconds = e.output.queue_seconds;
         bool tokens = false;

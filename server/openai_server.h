@@ -5,8 +5,9 @@
 //   POST /tokenize, /detokenize                  (vLLM's shapes)
 //   GET  /health (the process answers), /ready (the engine generates a token), /metrics (Prometheus)
 //
-// A request's life: the I/O thread parses and validates it, submits one engine
-// request per prompt, and then awaits the outputs the engine thread pushes
+// A request's life: the I/O thread parses and validates it (the engine's own
+// checks included: context length, parameters), submits one engine request
+// per prompt, each getting its id at once, and then awaits the outputs the engine thread pushes
 // into the request's OutputQueue; a streaming client that goes away aborts its
 // engine requests, so their KV blocks are freed.
 #pragma once
@@ -61,7 +62,6 @@ private:
     ServerMetrics metrics_;
     int64_t created_ = 0;       // unix time of start, for /v1/models
     uint64_t next_id_ = 1;      // response ids (cmpl-N, chatcmpl-N)
-    int64_t pending_ = 0;       // requests submitted but not yet accepted or refused
 };
 
 }  // namespace minfer

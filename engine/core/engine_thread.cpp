@@ -8,35 +8,22 @@ EngineThread::EngineThread(LLMEngine& engine) : engine_(engine), stats_(engine.s
 
 EngineThread::~EngineThread() { stop(); }
 
-std::future<uint64_t> EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options,
-                                           OnOutput on_output) {
-    Submission s{std::move(prompt), std::move(options), std::move(on_output), {}, {}};
-    std::future<uint64_t> accepted = s.accepted.get_future();
+uint64_t EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output) {
+    engine_.validate(prompt, options);  // throws RequestError
+    uint64_t id = 0;
     {
         std::lock_guard lock(mutex_);
-        if (stopping_) {
-            s.accepted.set_exception(std::make_exception_ptr(RequestError("the engine is shutting down")));
-            return accepted;
-        }
-        submissions_.push_back(std::move(s));
+        if (stopping_) throw RequestError("the engine is shutting down");
+        id = next_id_++;
+        submissions_.push_back({id, std::move(prompt), std::move(options), std::move(on_output)});
     }
     wake_.notify_one();
-    return accepted;
+    return id;
 }
 
-void EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output,
-                          OnAccepted on_accepted) {
-    Submission s{std::move(prompt), std::move(options), std::move(on_output), {}, std::move(on_accepted)};
-    {
-        std::lock_guard lock(mutex_);
-        if (!stopping_) {
-            submissions_.push_back(std::move(s));
-            wake_.notify_one();
-            return;
-        }
-    }
-    const std::string message = "the engine is shutting down";
-    s.on_accepted(0, &message);
+size_t EngineThread::num_queued() const {
+    std::lock_guard lock(mutex_);
+    return submissions_.size();
 }
 
 void EngineThread::abort(uint64_t request_id) {
@@ -87,15 +74,17 @@ void EngineThread::loop() {
             stopping = stopping_;
         }
         for (Submission& s : submissions) {
+            callbacks_[s.id] = std::move(s.on_output);
             try {
-                const uint64_t id = engine_.add_request(std::move(s.prompt), std::move(s.options));
-                callbacks_[id] = std::move(s.on_output);
-                if (s.on_accepted) s.on_accepted(id, nullptr);
-                else s.accepted.set_value(id);
-            } catch (const std::exception& e) {
-                const std::string message = e.what();
-                if (s.on_accepted) s.on_accepted(0, &message);
-                else s.accepted.set_exception(std::current_exception());
+                engine_.add_request(s.id, std::move(s.prompt), std::move(s.options));
+            } catch (const std::exception&) {
+                // Validated before it was queued, so this cannot happen; if it
+                // does, the caller still gets an answer.
+                RequestOutput gone;
+                gone.request_id = s.id;
+                gone.finished = true;
+                gone.samples.push_back({.finish_reason = "abort"});
+                deliver({gone});
             }
         }
         for (uint64_t id : aborts) engine_.abort(id);

@@ -1,14 +1,15 @@
 // EngineThread: an LLMEngine on its own thread, for callers on other threads
-// (the HTTP server's). Requests and aborts go in through a queue; each
-// request's outputs come back through its callback, called on the engine
-// thread (keep it short: hand the output to the caller's own thread).
+// (the HTTP server's). A request is validated on the caller's thread (the
+// engine's validate() reads only what never changes), gets its id there, and
+// goes in through a queue with the aborts; each request's outputs come back
+// through its callback, called on the engine thread (keep it short: hand the
+// output to the caller's own thread).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -27,16 +28,18 @@ public:
     EngineThread(const EngineThread&) = delete;
     EngineThread& operator=(const EngineThread&) = delete;
 
-    // Queues a request. The future gives its id once the engine has accepted
-    // it, or throws the RequestError that rejected it. on_output sees every
-    // output of the request, the last one with finished = true.
-    std::future<uint64_t> submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output);
-    // The same without blocking anyone: on_accepted(id, nullptr) once the
-    // engine has taken it, or on_accepted(0, &message) when it was refused;
-    // called on the engine thread, before any output.
-    using OnAccepted = std::function<void(uint64_t, const std::string*)>;
-    void submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output, OnAccepted on_accepted);
+    // Validates a request here, on the caller's thread, and queues it: returns
+    // its id, or throws the RequestError that rejects it (the engine is
+    // stopping, or the request is invalid). on_output sees every output of the
+    // request, the last one with finished = true.
+    uint64_t submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output);
+    // The engine's checks alone (any thread): throws RequestError.
+    void validate(const std::vector<int32_t>& prompt, GenerationOptions& options) const {
+        engine_.validate(prompt, options);
+    }
     void abort(uint64_t request_id);
+    // Requests submitted that the engine has not taken yet.
+    size_t num_queued() const;
 
     // A copy of the engine's statistics after its latest step.
     EngineStats stats() const;
@@ -46,11 +49,10 @@ public:
 
 private:
     struct Submission {
+        uint64_t id;
         std::vector<int32_t> prompt;
         GenerationOptions options;
         OnOutput on_output;
-        std::promise<uint64_t> accepted;
-        OnAccepted on_accepted;  // when set, instead of the promise
     };
     void loop();
     void deliver(const std::vector<RequestOutput>& outputs);
@@ -61,6 +63,7 @@ private:
     std::deque<Submission> submissions_;
     std::vector<uint64_t> aborts_;
     bool stopping_ = false;
+    uint64_t next_id_ = 1;
     EngineStats stats_;
     std::unordered_map<uint64_t, OnOutput> callbacks_;  // engine thread only
     std::thread thread_;

@@ -132,13 +132,21 @@ void LLMEngine::validate(const std::vector<int32_t>& prompt, GenerationOptions& 
 }
 
 uint64_t LLMEngine::add_request(std::vector<int32_t> prompt, GenerationOptions options) {
+    while (requests_.contains(next_request_id_)) ++next_request_id_;
+    const uint64_t id = next_request_id_++;
+    add_request(id, std::move(prompt), std::move(options));
+    return id;
+}
+
+void LLMEngine::add_request(uint64_t request_id, std::vector<int32_t> prompt, GenerationOptions options) {
+    if (requests_.contains(request_id)) throw RequestError(fmt::format("request id {} is in use", request_id));
     validate(prompt, options);
     if (!options.has_seed) {
         static thread_local std::mt19937_64 rng{std::random_device{}()};
         options.sampling.seed = rng();
     }
     auto r = std::make_unique<Request>();
-    r->id = next_request_id_++;
+    r->id = request_id;
     r->prompt = std::move(prompt);
     r->options = std::move(options);
     r->arrival = arrivals_++;
@@ -148,9 +156,7 @@ uint64_t LLMEngine::add_request(std::vector<int32_t> prompt, GenerationOptions o
     scheduler_->add_waiting(seq.get());
     r->seqs.push_back(std::move(seq));
     prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
-    const uint64_t id = r->id;
-    requests_.emplace(id, std::move(r));
-    return id;
+    requests_.emplace(request_id, std::move(r));
 }
 
 void LLMEngine::abort(uint64_t request_id) {

@@ -82,7 +82,10 @@ public:
     // the engine's state, so another thread may call it while the engine runs:
     // throws RequestError if it is invalid or can never fit.
     void validate(const std::vector<int32_t>& prompt, GenerationOptions& options) const;
-    // Queues a request; throws RequestError if it is invalid or can never fit.
+    // Queues a request under the caller's id (which no unfinished request may
+    // have); throws RequestError if it is invalid or can never fit.
+    void add_request(uint64_t request_id, std::vector<int32_t> prompt, GenerationOptions options);
+    // The same under the next free id, which it returns.
     uint64_t add_request(std::vector<int32_t> prompt, GenerationOptions options);
     // The same for a text prompt, encoded with BOS as the model's file says.
     uint64_t add_request(std::string_view prompt, GenerationOptions options) {

@@ -628,7 +628,7 @@ TEST_CASE("engine thread: requests from several threads get the same outputs; st
                         done_cv.notify_all();
                     }
                 });
-                CHECK(id.get() > 0);
+                CHECK(id > 0);
             }
         });
     for (auto& p : producers) p.join();
@@ -638,10 +638,11 @@ TEST_CASE("engine thread: requests from several threads get the same outputs; st
     }
     for (size_t i = 0; i < jobs.size(); ++i) CHECK(got[i] == want[i].samples.at(0).tokens);
 
-    // A rejected request throws through its future.
+    // A rejected request throws on the submitting thread, before it is queued.
     GenerationOptions too_long;
     too_long.max_tokens = 100000;
-    CHECK_THROWS_AS(thread.submit({1, 2}, too_long, [](const RequestOutput&) {}).get(), RequestError);
+    CHECK_THROWS_AS(thread.submit({1, 2}, too_long, [](const RequestOutput&) {}), RequestError);
+    CHECK(thread.num_queued() == 0);
 
     // Long requests still running at stop() are answered with "abort".
     std::atomic<int> aborted{0};
@@ -652,7 +653,7 @@ TEST_CASE("engine thread: requests from several threads get the same outputs; st
         thread.submit({1, 5, 6}, slow, [&](const RequestOutput& out) {
             for (const SampleOutput& s : out.samples)
                 if (s.finish_reason == std::optional<std::string>("abort")) ++aborted;
-        }).get();
+        });
     thread.stop();
     CHECK(aborted == 3);
     CHECK_FALSE(engine.has_unfinished());
