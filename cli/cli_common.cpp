@@ -1,5 +1,7 @@
 #include "cli/cli_common.h"
 
+#include <cstdio>
+
 #include <filesystem>
 #include <system_error>
 
@@ -8,17 +10,33 @@
 
 namespace minfer::cli {
 
-cxxopts::ParseResult parse_or_usage(cxxopts::Options& opts, int argc, char** argv) {
+std::optional<cxxopts::ParseResult> parse_command(cxxopts::Options& opts, int argc, char** argv,
+                                                  const std::vector<std::string>& positional,
+                                                  const std::vector<std::string>& help_groups) {
+    if (!positional.empty()) opts.parse_positional(positional);
+    cxxopts::ParseResult args;
     try {
-        return opts.parse(argc, argv);
+        args = opts.parse(argc, argv);
     } catch (const cxxopts::exceptions::exception& e) {
         throw UsageError(e.what());
     }
+    if (args.count("help")) {
+        std::printf("%s\n", opts.help(help_groups).c_str());
+        return std::nullopt;
+    }
+    if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
+    return args;
 }
 
 void add_synthetic_option(cxxopts::Options& opts) {
     opts.add_options()("synthetic", "use a random-weight model built in memory instead of a file: PRESET[:DTYPE] "
                                     "(see minfer synth --list)", cxxopts::value<std::string>());
+}
+
+void add_model_run_options(cxxopts::Options& opts) {
+    add_synthetic_option(opts);
+    add_quantization_option(opts);
+    add_kv_cache_dtype_option(opts);
 }
 
 GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/gguf/gguf.h"
 #include "engine/core/llm_engine.h"
@@ -16,8 +17,12 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// cxxopts' own parse errors become UsageErrors.
-cxxopts::ParseResult parse_or_usage(cxxopts::Options& opts, int argc, char** argv);
+// The preamble of every subcommand: names the positional arguments, parses,
+// and prints the help (of `help_groups`; all when empty) for --help, returning nullopt then.
+// cxxopts' own parse errors and arguments left over are UsageErrors.
+std::optional<cxxopts::ParseResult> parse_command(cxxopts::Options& opts, int argc, char** argv,
+                                                  const std::vector<std::string>& positional = {},
+                                                  const std::vector<std::string>& help_groups = {});
 
 // --synthetic PRESET[:DTYPE], for every command that takes a model file: a
 // random-weight model (minfer synth --list) built in memory instead.
@@ -26,6 +31,10 @@ void add_synthetic_option(cxxopts::Options& opts);
 // named by `file_option`. Both at once, or a bad spec, is a UsageError. With
 // weights = false a synthetic model has only its metadata and tokenizer.
 GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& file_option, bool weights = true);
+
+// What every command that runs a model on its own takes besides --device:
+// --synthetic, --quantization and --kv-cache-dtype.
+void add_model_run_options(cxxopts::Options& opts);
 
 // The engine's flags (vLLM's names): --max-num-seqs, --max-num-batched-tokens,
 // --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,

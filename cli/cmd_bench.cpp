@@ -37,15 +37,10 @@ int bench_latency_cmd(int argc, char** argv) {
         ("json", "print one JSON object")
         ("h,help", "show this help");
     // clang-format on
-    add_synthetic_option(opts);
-    add_quantization_option(opts);
-    add_kv_cache_dtype_option(opts);
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    add_model_run_options(opts);
+    const auto parsed = parse_command(opts, argc, argv, {"model"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     LatencyOptions o;
     o.batch = args["batch"].as<int32_t>();
     o.input_len = args["input-len"].as<int32_t>();

@@ -209,11 +209,9 @@ int cmd_bench_serve(int argc, char** argv) {
         ("disable-progress", "no progress bar on stderr")
         ("h,help", "show this help");
     // clang-format on
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     RunOptions o;
     try {
         o.url = parse_url(args["base-url"].as<std::string>());

@@ -64,11 +64,9 @@ int book_serve(int argc, char** argv) {
         ("h,help", "show this help");
     // clang-format on
     add_root_option(opts);
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     const std::string host = args["host"].as<std::string>();
     boost::system::error_code ec;
     asio::ip::make_address(host, ec);
@@ -123,11 +121,9 @@ int book_build(int argc, char** argv) {
         ("h,help", "show this help");
     // clang-format on
     add_root_option(opts);
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     if (!args.count("out") || args["out"].as<std::string>().empty()) throw UsageError("--out DIR is required");
     std::string base_url = args["base-url"].as<std::string>();
     while (base_url.ends_with('/')) base_url.pop_back();

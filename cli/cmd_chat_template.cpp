@@ -89,13 +89,9 @@ int cmd_chat_template(int argc, char** argv) {
         ("list", "list the built-in templates")
         ("h,help", "print this help");
     // clang-format on
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
-    if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
+    const auto parsed = parse_command(opts, argc, argv, {"model"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     if (args.count("list")) {
         for (const auto& name : ChatTemplate::builtin_names()) std::printf("%s\n", name.c_str());
         return 0;

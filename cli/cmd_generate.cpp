@@ -114,12 +114,9 @@ int cmd_generate(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help({"", "engine"}).c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     if (!args.count("input")) throw UsageError("--input is required");
     if (!args.count("output")) throw UsageError("--output is required");
     const EngineConfig config = engine_config_from(args);

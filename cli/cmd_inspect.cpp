@@ -315,13 +315,9 @@ int cmd_inspect(int argc, char** argv) {
         ("h,help", "print this help");
     // clang-format on
     add_synthetic_option(opts);
-    opts.parse_positional({"file"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
-    if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
+    const auto parsed = parse_command(opts, argc, argv, {"file"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
 
     const GGUFFile file = open_model_arg(args, "file");
     const size_t elems = args["array-elems"].as<size_t>();

@@ -34,12 +34,9 @@ int cmd_perplexity(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_quantization_option(opts);
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv, {"model"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     if (!args.count("file")) throw UsageError("--file TEXT is required");
     PerplexityOptions po;
     po.n_ctx = args["ctx"].as<int32_t>();

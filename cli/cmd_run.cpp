@@ -63,15 +63,10 @@ int cmd_run(int argc, char** argv) {
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
         ("h,help", "show this help");
     // clang-format on
-    add_synthetic_option(opts);
-    add_quantization_option(opts);
-    add_kv_cache_dtype_option(opts);
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    add_model_run_options(opts);
+    const auto parsed = parse_command(opts, argc, argv, {"model"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
 
     GenerateOptions gen;
     gen.max_new_tokens = args["n-predict"].as<int32_t>();

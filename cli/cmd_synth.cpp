@@ -47,11 +47,9 @@ int cmd_synth(int argc, char** argv) {
         ("list", "list the presets and exit")
         ("h,help", "print this help");
     // clang-format on
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
+    const auto parsed = parse_command(opts, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     if (args.count("list")) {
         print_presets();
         return 0;

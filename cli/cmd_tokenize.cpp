@@ -50,13 +50,9 @@ int cmd_tokenize(int argc, char** argv) {
         ("h,help", "print this help");
     // clang-format on
     add_synthetic_option(opts);
-    opts.parse_positional({"model"});
-    const auto args = parse_or_usage(opts, argc, argv);
-    if (args.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
-        return 0;
-    }
-    if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
+    const auto parsed = parse_command(opts, argc, argv, {"model"});
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& args = *parsed;
     const bool batch = args.count("batch") > 0;
     if (!args.count("text") && !batch) throw UsageError("--text or --batch is required");
     if (args.count("text") && batch) throw UsageError("--text and --batch exclude each other");

@@ -10,17 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/tokenizer_vocab.h"
+
 namespace minfer::spm {
 
-// ModelProto.SentencePiece.Type. GGUF's tokenizer.ggml.token_type uses the same numbers.
-enum class PieceType : int32_t {
-    Normal = 1,
-    Unknown = 2,
-    Control = 3,
-    UserDefined = 4,
-    Unused = 5,
-    Byte = 6,
-};
+// ModelProto.SentencePiece.Type: the numbers of GGUF's tokenizer.ggml.token_type
+// (TokenType), which were taken from it (Undefined, 0, is not a piece type).
+using PieceType = TokenType;
 
 // TrainerSpec.ModelType.
 enum class ModelType : int32_t {
