@@ -127,7 +127,7 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
             sp.seed = uint64_t(integer(v, "seed"));
             o.has_seed = true;
         } else if (k == "n") {
-            o.n = int32_in(v, "n", 1, 1 << 16);
+            o.n = int32_in(v, "n", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());  // range: the engine's (--max-num-seqs)
         } else if (k == "stop") {
             if (v.is_string()) {
                 o.stop.emplace_back(v.get_string());

@@ -117,7 +117,8 @@ void LLMEngine::validate(const std::vector<int32_t>& prompt, GenerationOptions& 
         bad(fmt::format("the request needs {} KV blocks of {} tokens, more than the whole pool of {}",
                         blocks_for_tokens(int64_t(len) + o.max_tokens, config_.block_size), config_.block_size,
                         config_.num_kv_blocks));
-    if (o.n < 1 || o.n > config_.max_num_seqs) bad(fmt::format("n must be in 1..{}", config_.max_num_seqs));
+    if (o.n < 1 || o.n > config_.max_num_seqs)
+        bad(fmt::format("'n' must be in 1..{} (the engine's --max-num-seqs)", config_.max_num_seqs));
     if (o.min_tokens < 0 || o.min_tokens > o.max_tokens) bad("min_tokens must be in 0..max_tokens");
     if (o.logprobs > config_.max_logprobs) bad(fmt::format("logprobs must be at most {}", config_.max_logprobs));
     for (const std::string& s : o.stop)

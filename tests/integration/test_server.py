@@ -110,7 +110,8 @@ def test_tokenize_detokenize_models_health_ready_metrics(server):
     ({"prompt": "a", "max_tokens": "x"}, 400, "max_tokens"),
     ({"prompt": "a", "temperature": -1}, 400, "temperature"),
     ({"prompt": "a", "top_p": 2}, 400, "top_p"),
-    ({"prompt": "a", "n": 0}, 400, "n"),
+    ({"prompt": "a", "n": 0}, 400, "'n' must be in 1.."),  # one message for both ends of the range
+    ({"prompt": "a", "n": 100000}, 400, "'n' must be in 1.."),
     ({"prompt": "a", "logprobs": 99}, 400, "logprobs"),
     ({"prompt": "a", "max_tokens": 100000}, 400, "maximum context length"),
     ({"prompt": "a " * 600, "max_tokens": 1}, 400, "maximum context length"),
