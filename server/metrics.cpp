@@ -16,14 +16,16 @@ void Histogram::observe(double value) {
     ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
     out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
     int64_t cumulative = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {
         cumulative += counts_[i];
-        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+        out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, bounds_[i], cumulative);
     }
-    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+    out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels, count_,
+                       name, labels, sum_, name, labels, count_);
 }
 
 // vLLM's bucket boundaries for the same histograms.
@@ -78,10 +80,10 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
         {"stop", finished_stop_}, {"length", finished_length_}, {"abort", finished_abort_}, {"error", finished_error_}};
     for (const auto& [reason, n] : reasons)
         out += fmt::format("minfer:request_success_total{{{},finished_reason=\"{}\"}} {}\n", label, reason, n);
-    ttft_.render(out, "minfer:time_to_first_token_seconds", "Time from arrival to the first token.");
-    itl_.render(out, "minfer:inter_token_latency_seconds", "Time between consecutive token outputs.");
-    e2e_.render(out, "minfer:e2e_request_latency_seconds", "Time from arrival to the last token.");
-    queue_.render(out, "minfer:request_queue_time_seconds", "Time from arrival to the first scheduled step.");
+    ttft_.render(out, "minfer:time_to_first_token_seconds", "Time from arrival to the first token.", label);
+    itl_.render(out, "minfer:inter_token_latency_seconds", "Time between consecutive token outputs.", label);
+    e2e_.render(out, "minfer:e2e_request_latency_seconds", "Time from arrival to the last token.", label);
+    queue_.render(out, "minfer:request_queue_time_seconds", "Time from arrival to the first scheduled step.", label);
     return out;
 }
 

@@ -18,7 +18,8 @@ public:
     explicit Histogram(std::vector<double> upper_bounds);
     void observe(double value);
     // "# HELP/# TYPE" and the _bucket (cumulative, le="+Inf" last), _sum and _count lines.
-    void render(std::string& out, const std::string& name, const std::string& help) const;
+    // `labels`: the series' labels, e.g. model_name="x" (vLLM labels every series with the model).
+    void render(std::string& out, const std::string& name, const std::string& help, const std::string& labels) const;
     int64_t count() const { return count_; }
 
 private:

@@ -101,6 +101,10 @@ def test_tokenize_detokenize_models_health_ready_metrics(server):
     assert m["minfer:e2e_request_latency_seconds_count"] > 0
     assert m["minfer:engine_steps_total"] > 0
     assert m["minfer:device_idle_seconds_total"] >= 0
+    # Every series carries the model's name, histograms' buckets, sums and counts included (as vLLM's do).
+    series = [line for line in server.request("GET", "/metrics")[2].decode().splitlines() if not line.startswith("#")]
+    unlabelled = [line for line in series if 'model_name="' not in line]
+    assert series and not unlabelled, unlabelled[:3]
 
 
 @pytest.mark.parametrize("body, status, says", [
