@@ -205,7 +205,8 @@ int cmd_bench_serve(int argc, char** argv) {
         ("seed", "seed of the prompts and arrival times", cxxopts::value<uint64_t>()->default_value("0"))
         ("timeout", "seconds a request may take", cxxopts::value<double>()->default_value("600"))
         ("result-json", "write the results (vLLM's keys) to FILE", cxxopts::value<std::string>())
-        ("plot", "draw TTFT, TPOT and throughput over time to FILE.svg", cxxopts::value<std::string>())
+        ("plot", "draw TTFT, TPOT and throughput over time as an SVG image to FILE (.svg is added if FILE lacks it)",
+            cxxopts::value<std::string>())
         ("disable-progress", "no progress bar on stderr")
         ("h,help", "show this help");
     // clang-format on
@@ -306,7 +307,9 @@ int cmd_bench_serve(int argc, char** argv) {
             "{} prompts ({}) · request rate {} · burstiness {:g} · max concurrency {}", prompts.size(), dataset,
             args["request-rate"].as<std::string>(), o.burstiness,
             o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : std::string("none"));
-        write_file(args["plot"].as<std::string>(), render_svg(run.records, m, title, subtitle));
+        std::string plot = args["plot"].as<std::string>();
+        if (!plot.ends_with(".svg")) plot += ".svg";
+        write_file(plot, render_svg(run.records, m, title, subtitle));
     }
     if (m.completed == 0) {
         std::fprintf(stderr, "minfer bench serve: every request failed\n");

@@ -120,7 +120,7 @@ def test_nothing_listening_fails_every_request_and_still_reports(tmp_path):
     out = tmp_path / "r.json"
     svg = tmp_path / "r.svg"
     proc, r = run_bench(f"http://127.0.0.1:{port}", "--model", "m", "--num-prompts", 6, "--random-input-len", 20,
-                        "--max-concurrency", 2, "--plot", svg, result_path=out)
+                        "--max-concurrency", 2, "--plot", tmp_path / "r", result_path=out)  # .svg is added
     assert proc.returncode == 1, proc.stderr  # nothing succeeded
     assert "Serving Benchmark Result" in proc.stdout and "Failed requests:" in proc.stdout
     assert "Connection refused" in proc.stderr
