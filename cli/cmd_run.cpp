@@ -59,6 +59,7 @@ int cmd_run(int argc, char** argv) {
         ("ignore-eos", "keep generating past end-of-generation tokens")
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
         ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
         ("h,help", "show this help");
@@ -156,9 +157,12 @@ int cmd_run(int argc, char** argv) {
         }
         std::fflush(stdout);
         const size_t n_gen = r.generated_ids.size();
-        std::fprintf(stderr, "%s | prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
+        // The prefill ends with the first token's sample: its time is the time to first token.
+        std::fprintf(stderr,
+                     "%s | prompt: %zu tokens, %.1f tok/s | time to first token: %.1f ms | generation: %zu tokens, "
+                     "%.1f tok/s | finish: %s\n",
                      backend->name().c_str(), prompt_ids.size(),
-                     r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, n_gen,
+                     r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, r.prefill_seconds * 1e3, n_gen,
                      r.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / r.decode_seconds : 0.0, r.finish_reason.c_str());
         return reply;
     };

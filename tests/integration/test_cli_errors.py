@@ -21,6 +21,8 @@ def assert_clean_failure(proc, *needles):
     (["run", "--no-such-flag"], "no-such-flag"),
     (["run", "--temp", "warm"], "warm"),
     (["run", "--block-size", "0"], "block-size"),
+    (["run", "--threads", "-3"], "--threads must be >= 0"),
+    (["run", "one", "two"], "unexpected argument 'two'"),
     (["nosuchcommand"], "unknown command"),
     (["serve", "--gpu-memory-utilization", "1.5"], "gpu-memory-utilization"),
     (["serve", "--gpu-memory-utilization", "0"], "gpu-memory-utilization"),

@@ -1,5 +1,6 @@
 """`minfer run` on the bundled model reproduces llama2.c run.c's greedy tokens."""
 import json
+import re
 
 import pytest
 
@@ -38,7 +39,10 @@ def test_kv_cache_dtypes_against_llama2c():
 def test_default_model_and_streaming_text():
     out = run_minfer("run", "-p", "Once upon a time", "-n", 20, "--temp", 0)
     assert out.stdout.startswith("Once upon a time, there was a little girl named Lily.")
-    assert "tok/s" in out.stderr
+    assert "tok/s" in out.stderr and re.search(r"time to first token: [0-9.]+ ms", out.stderr), out.stderr
+    # --threads sizes the CPU backend's pool; the text is the same on one thread.
+    one = run_minfer("run", "-p", "Once upon a time", "-n", 20, "--temp", 0, "--threads", 1)
+    assert one.stdout == out.stdout
 
 
 def test_seeded_sampling_is_reproducible():
