@@ -31,6 +31,8 @@ int cmd_serve(int argc, char** argv) {
          cxxopts::value<std::string>()->default_value(""))
         ("max-body-bytes", "largest request body (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("8M"))
         ("max-waiting", "waiting requests beyond which new ones get 503", cxxopts::value<int32_t>()->default_value("1024"))
+        ("access-log", "log one line a request: client, method and path, status, response id, tokens, "
+                       "time to first token, total time")
         ("timeout-keep-alive", "seconds an idle keep-alive connection stays open", cxxopts::value<int32_t>()->default_value("60"))
         ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"))
         ("h,help", "show this help");
@@ -51,6 +53,7 @@ int cmd_serve(int argc, char** argv) {
     const int32_t max_waiting = args["max-waiting"].as<int32_t>();
     if (max_waiting < 1) throw UsageError("--max-waiting must be >= 1");
     sc.max_waiting = size_t(max_waiting);
+    sc.access_log = args.count("access-log") > 0;
     const int32_t keep_alive = args["timeout-keep-alive"].as<int32_t>();
     if (keep_alive < 1) throw UsageError("--timeout-keep-alive must be >= 1");
     sc.http.idle_timeout = std::chrono::seconds(keep_alive);

@@ -188,6 +188,25 @@ void OpenAIServer::stop() {
 }
 
 awaitable<void> OpenAIServer::handle(const HttpRequest& req, HttpResponder& res) {
+    const Clock::time_point start = Clock::now();
+    AccessNote note;
+    co_await route(req, res, note);
+    if (!config_.access_log) co_return;
+    // One line a request: client, method and path, status (or "gone"), the
+    // response id and tokens of a completion, time to first token, total time.
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    std::string line = fmt::format("{} \"{} {}\" {}", res.remote_address(), std::string(req.method_string()),
+                                   std::string(path_of(req)), res.status());
+    if (res.failed()) line += " client-gone";
+    if (!note.id.empty())
+        line += fmt::format(" id={} prompt_tokens={} completion_tokens={}", note.id, note.prompt_tokens,
+                            note.completion_tokens);
+    if (note.ttft_seconds >= 0) line += fmt::format(" ttft_ms={:.1f}", note.ttft_seconds * 1e3);
+    line += fmt::format(" total_ms={:.1f}", total * 1e3);
+    spdlog::info("access: {}", line);
+}
+
+awaitable<void> OpenAIServer::route(const HttpRequest& req, HttpResponder& res, AccessNote& note) {
     const std::string_view path = path_of(req);
     const unsigned v = req.version();
     const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
@@ -202,7 +221,7 @@ awaitable<void> OpenAIServer::handle(const HttpRequest& req, HttpResponder& res)
 
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
         if (!post) { HttpResponse reply = wrong_method(); co_await res.send(std::move(reply)); co_return; }
-        co_await completions(req, res, path == "/v1/chat/completions");
+        co_await completions(req, res, path == "/v1/chat/completions", note);
     } else if (path == "/v1/models") {
         { HttpResponse reply = get ? models(v) : wrong_method(); co_await res.send(std::move(reply)); }
     } else if (path == "/tokenize") {
@@ -313,7 +332,7 @@ awaitable<void> OpenAIServer::ready(HttpResponder& res) {
     co_await res.send(std::move(r));
 }
 
-awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder& res, bool chat) {
+awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder& res, bool chat, AccessNote& note) {
     const Clock::time_point arrival = Clock::now();
     const unsigned v = req.version();
     std::string error;
@@ -390,8 +409,9 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     if (!error.empty()) { HttpResponse reply = error_response(http::status::service_unavailable, error, v); co_await res.send(std::move(reply)); co_return; }
 
     // ---- outputs
-    ResponseBuilder builder(tokenizer_, chat, chat ? random_id("chatcmpl") : random_id("cmpl"), unix_now(),
-                            config_.served_model_name, cr.options, cr.prompts);
+    note.id = chat ? random_id("chatcmpl") : random_id("cmpl");
+    for (const auto& p : cr.prompts) note.prompt_tokens += int64_t(p.size());
+    ResponseBuilder builder(tokenizer_, chat, note.id, unix_now(), config_.served_model_name, cr.options, cr.prompts);
     bool client_gone = false;
     if (stream && !co_await res.begin_stream(http::status::ok, "text/event-stream")) {
         client_gone = true;  // gone before the first byte: nobody will read these sequences
@@ -403,9 +423,13 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         Tracked& t = tracked[e.prompt_index];
         if (e.output.queue_seconds >= 0) t.timing.queue_seconds = e.output.queue_seconds;
         bool tokens = false;
-        for (const SampleOutput& s : e.output.samples) tokens |= !s.token_ids.empty();
+        for (const SampleOutput& s : e.output.samples) {
+            tokens |= !s.token_ids.empty();
+            note.completion_tokens += int64_t(s.token_ids.size());
+        }
         if (tokens) {
             if (t.timing.ttft_seconds < 0) t.timing.ttft_seconds = std::chrono::duration<double>(e.at - arrival).count();
+            if (note.ttft_seconds < 0) note.ttft_seconds = t.timing.ttft_seconds;
             else t.timing.itl_seconds.push_back(std::chrono::duration<double>(e.at - t.last_token).count());
             t.last_token = e.at;
         }

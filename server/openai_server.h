@@ -30,6 +30,7 @@ struct ServerConfig {
     std::string served_model_name;    // what `model` must say; the file's stem by default
     std::string api_key;              // non-empty: /v1 routes need "Authorization: Bearer KEY"
     size_t max_waiting = 1024;        // more waiting requests than this: 503 with Retry-After
+    bool access_log = false;          // one log line a request: id, client, status, tokens, times
     HttpLimits http;
 };
 
@@ -45,8 +46,16 @@ public:
     void stop();  // from any thread: the same as a signal
 
 private:
+    // What the access log says of a completion request beyond the HTTP side.
+    struct AccessNote {
+        std::string id;             // the response id (cmpl-..., chatcmpl-...)
+        int64_t prompt_tokens = 0;
+        int64_t completion_tokens = 0;
+        double ttft_seconds = -1;
+    };
     asio::awaitable<void> handle(const HttpRequest& req, HttpResponder& res);
-    asio::awaitable<void> completions(const HttpRequest& req, HttpResponder& res, bool chat);
+    asio::awaitable<void> route(const HttpRequest& req, HttpResponder& res, AccessNote& note);
+    asio::awaitable<void> completions(const HttpRequest& req, HttpResponder& res, bool chat, AccessNote& note);
     asio::awaitable<void> ready(HttpResponder& res);
     HttpResponse tokenize(const HttpRequest& req);
     HttpResponse detokenize(const HttpRequest& req);

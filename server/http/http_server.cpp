@@ -18,6 +18,7 @@ auto no_throw(beast::error_code& ec) { return asio::redirect_error(use_awaitable
 // ---- HttpResponder ----------------------------------------------------------------
 
 awaitable<void> HttpResponder::send(HttpResponse res) {
+    status_ = res.result_int();
     res.version(version_);
     res.keep_alive(keep_alive());
     // A HEAD answer has no body but the Content-Length of the GET's: keep it.
@@ -35,6 +36,7 @@ std::string HttpResponder::remote_address() const {
 }
 
 awaitable<bool> HttpResponder::begin_stream(http::status status, std::string content_type) {
+    status_ = static_cast<unsigned>(status);
     http::response<http::empty_body> res{status, version_};
     res.set(http::field::content_type, content_type);
     res.set(http::field::cache_control, "no-cache");

@@ -45,8 +45,11 @@ public:
 
     bool keep_alive() const { return keep_alive_ && !failed_; }
     unsigned version() const { return version_; }
+    // The status of the answer sent (or begun), 0 before any; and whether the client went away.
+    unsigned status() const { return status_; }
+    bool failed() const { return failed_; }
     // The peer's IP address ("" once the connection is gone), for per-client
-    // limits; never logged.
+    // limits and the access log (off unless asked for).
     std::string remote_address() const;
 
 private:
@@ -55,6 +58,7 @@ private:
     unsigned version_;
     bool keep_alive_;
     bool failed_ = false;
+    unsigned status_ = 0;
 };
 
 using Handler = std::function<asio::awaitable<void>(const HttpRequest&, HttpResponder&)>;

@@ -236,6 +236,23 @@ def test_sigterm_finishes_requests_in_flight_then_exits():
     assert status == 200 and r["usage"]["completion_tokens"] == 300
 
 
+def test_access_log_one_line_a_request():
+    with Server("--access-log") as s:
+        status, r = s.json("POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": True})
+        assert status == 200
+        assert s.request("POST", "/v1/completions", {"prompt": "a", "top_p": 7})[0] == 400
+        assert s.request("GET", "/health")[0] == 200
+    # The log goes to standard output, read once the server has exited.
+    lines = [line for line in s.proc.stdout.read().splitlines() if "access:" in line]
+    assert len(lines) == 3, lines
+    done = next(line for line in lines if f"id={r['id']}" in line)
+    assert '"POST /v1/completions" 200' in done and "127.0.0.1" in done
+    assert f"prompt_tokens={r['usage']['prompt_tokens']} completion_tokens=5" in done
+    assert re.search(r"ttft_ms=[0-9.]+ total_ms=[0-9.]+", done), done
+    assert any('"POST /v1/completions" 400' in line for line in lines)
+    assert any('"GET /health" 200' in line for line in lines)
+
+
 def test_idle_and_slow_clients_time_out():
     with Server("--timeout-keep-alive", 1) as s:
         sock = socket.create_connection((s.host, s.port), timeout=10)
