@@ -188,3 +188,16 @@ std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& toke
 }
 
 }  // namespace minfer::cli
+
+namespace minfer::cli {
+
+ChatTemplate chat_template_of(const Model& model, const Tokenizer& tokenizer, const std::string& override_file_or_name) {
+    if (override_file_or_name.empty() && !model.file().has("tokenizer.chat_template"))
+        std::fprintf(stderr,
+                     "minfer: warning: %s has no chat template (tokenizer.chat_template): using chatml, which a base "
+                     "model was not trained on; --chat-template FILE|NAME picks another\n",
+                     model.file().path().c_str());
+    return chat_template_for_model(model.file(), tokenizer, override_file_or_name);
+}
+
+}  // namespace minfer::cli

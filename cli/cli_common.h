@@ -9,6 +9,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/core/llm_engine.h"
+#include "engine/text/chat/chat_template.h"
 
 namespace minfer::cli {
 
@@ -52,6 +53,11 @@ std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& toke
 // The backend --device names (and --threads and --quantization, for commands
 // that have them); a bad value, or fp8 without a GPU, is a UsageError.
 std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
+
+// The chat template of a model (its own, else --chat-template's, else chatml).
+// A model without one and no --chat-template gets a line on stderr: a base
+// model (gemma-3-270m's GGUF, say) was not trained on chatml's turns.
+ChatTemplate chat_template_of(const Model& model, const Tokenizer& tokenizer, const std::string& override_file_or_name);
 
 // "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).
 size_t parse_bytes(const std::string& text, const std::string& flag);

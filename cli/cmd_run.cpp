@@ -172,7 +172,7 @@ int cmd_run(int argc, char** argv) {
         return 0;
     }
 
-    const ChatTemplate tmpl = chat_template_for_model(model->file(), *tokenizer, args["chat-template"].as<std::string>());
+    const ChatTemplate tmpl = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());
     boost::json::array messages;
     if (args.count("system")) messages.push_back({{"role", "system"}, {"content", args["system"].as<std::string>()}});
     auto turn = [&](const std::string& user) {

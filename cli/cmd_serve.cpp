@@ -80,7 +80,7 @@ int cmd_serve(int argc, char** argv) {
     }
     auto model = Model::load(std::move(file), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
-    const ChatTemplate chat = chat_template_for_model(model->file(), *tokenizer, args["chat-template"].as<std::string>());
+    const ChatTemplate chat = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());
     std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
     std::unique_ptr<OpenAIServer> server;
     try {

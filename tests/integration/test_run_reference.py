@@ -65,3 +65,12 @@ def test_ignore_eos_runs_to_n():
 def test_generation_stops_at_the_context():
     out = json.loads(run_minfer("run", "-n", 1000, "--temp", 0, "--json", "--ignore-eos").stdout)
     assert len(out["prompt_ids"]) + len(out["generated_ids"]) == 512 + 1  # the last token has no position left
+
+
+def test_chat_without_a_template_warns():
+    # The bundled model has no tokenizer.chat_template: --chat says it falls back to chatml.
+    out = run_minfer("run", "--chat", "-p", "Hi", "-n", 3, "--temp", 0)
+    assert "has no chat template" in out.stderr and "chatml" in out.stderr
+    named = run_minfer("run", "--chat", "--chat-template", "chatml", "-p", "Hi", "-n", 3, "--temp", 0)
+    assert "has no chat template" not in named.stderr
+    assert named.stdout == out.stdout
