@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/staging.h"
 #include "kernels/cuda/device_sampler.h"
@@ -102,7 +103,6 @@ public:
         gemm_.reset();
         sampler_.reset();
         cudaFree(scratch_);
-        cudaFree(attn_ws_);
         cudaFree(step_dev_);
         cudaFreeHost(step_host_);
         cudaEventDestroy(step_copied_);
@@ -320,17 +320,10 @@ public:
         const cuda::HeadShape heads{a.n_heads, a.n_kv_heads, a.head_dim};
         // The decode kernel's split partials: the buffer only grows (after the stream has drained).
         const size_t ws = cuda::paged_attention_workspace_bytes(step_, heads);
-        if (ws > attn_ws_bytes_) {
-            workspace_moved();
-            synchronize();
-            CUDA_CHECK(cudaFree(attn_ws_));
-            attn_ws_ = nullptr;
-            attn_ws_bytes_ = 0;
-            CUDA_CHECK(cudaMalloc(&attn_ws_, ws));
-            attn_ws_bytes_ = ws;
-        }
+        if (ws > attn_ws_.bytes()) workspace_moved();
+        attn_ws_.ensure(ws, stream_);
         cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], pool_type(cache), heads, a.scale,
-                                     a.window, out, attn_ws_, attn_ws_bytes_, stream_);
+                                     a.window, out, attn_ws_.get(), attn_ws_.bytes(), stream_);
         after_op();
     }
 
@@ -626,8 +619,7 @@ private:
     std::unique_ptr<cuda::DeviceSampler> sampler_;
 
     std::vector<int32_t> attn_tiles_;  // (sequence, first row, rows) triples of the current step
-    void* attn_ws_ = nullptr;          // paged attention's split partials (only grows)
-    size_t attn_ws_bytes_ = 0;
+    cuda::DeviceBuffer attn_ws_;  // paged attention's split partials (only grows)
 
     // Recorded steps (CUDA graphs) by bucket key.
     std::unordered_map<uint64_t, Recording> recordings_;
