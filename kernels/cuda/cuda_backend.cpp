@@ -154,14 +154,9 @@ public:
     }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
-        const size_t bytes = cache.shape.bytes_per_block();
-        for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-            for (int32_t l = 0; l < cache.shape.n_layers; ++l)
-                for (void* pool : {cache.k[l], cache.v[l]}) {
-                    auto* base = static_cast<char*>(pool);
-                    CUDA_CHECK(cudaMemcpyAsync(base + pairs[i + 1] * bytes, base + pairs[i] * bytes, bytes,
-                                               cudaMemcpyDeviceToDevice, stream_));
-                }
+        for_each_kv_block_copy(cache, pairs, [&](void* dst, const void* src, size_t bytes) {
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+        });
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
