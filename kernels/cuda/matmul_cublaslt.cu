@@ -136,6 +136,7 @@ struct CublasLtGemm::Impl {
     std::map<PlanKey, Plan> plans;
     float* fp8_scalars = nullptr;      // FP8: amax and scale of the activations (device)
     std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
+    bool fp8_fast_accum = false;       // CudaOptions::fp8_fast_accum
     DeviceBuffer fp8_wide;             // fp8 weights widened to bf16 (the last resort)
 
     // Grows buf to at least `bytes` (only ever on growth: a step that fits
@@ -164,8 +165,7 @@ struct CublasLtGemm::Impl {
         if (ab_type == CUDA_R_8F_E4M3) {
             // Fast accumulation (no periodic promotion of the tensor cores' partial
             // sums to fp32) is faster and less accurate: off unless asked for.
-            const char* fast = std::getenv("MINFER_FP8_FAST_ACCUM");
-            const int8_t fast_accum = fast && *fast && std::strcmp(fast, "0") != 0 ? 1 : 0;
+            const int8_t fast_accum = fp8_fast_accum ? 1 : 0;
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
                                                         sizeof(fast_accum)));
         }
@@ -214,8 +214,9 @@ struct CublasLtGemm::Impl {
     }
 };
 
-CublasLtGemm::CublasLtGemm(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+CublasLtGemm::CublasLtGemm(cudaStream_t stream, bool fp8_fast_accum) : impl_(std::make_unique<Impl>()) {
     impl_->stream = stream;
+    impl_->fp8_fast_accum = fp8_fast_accum;
     CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
     CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
 }
