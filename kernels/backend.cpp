@@ -16,6 +16,16 @@ float* Backend::upload_vector(std::span<const float> v) {
     return p;
 }
 
+void check_kv_block_pairs(const KVCacheShape& shape, std::span<const int32_t> src_dst_pairs) {
+    if (src_dst_pairs.size() % 2 != 0)
+        throw std::invalid_argument("copy_kv_blocks: " + std::to_string(src_dst_pairs.size()) +
+                                    " block ids, not (src, dst) pairs");
+    for (const int32_t id : src_dst_pairs)
+        if (id < 0 || id >= shape.num_blocks)
+            throw std::invalid_argument("copy_kv_blocks: block " + std::to_string(id) + " outside the pool's " +
+                                        std::to_string(shape.num_blocks));
+}
+
 namespace {
 size_t meminfo_bytes(const std::string& field) {
     std::ifstream in("/proc/meminfo");

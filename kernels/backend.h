@@ -78,6 +78,23 @@ struct KVCache {
     std::vector<void*> v;
 };
 
+// Backend::copy_kv_blocks's walk, shared by the backends: checks that the
+// (src, dst) pairs are whole pairs of block ids within the pool (throws
+// std::invalid_argument otherwise), then calls copy(dst, src, bytes) once per
+// pair, layer and pool (K, then V), in that order.
+void check_kv_block_pairs(const KVCacheShape& shape, std::span<const int32_t> src_dst_pairs);
+template <class CopyBlock>
+void for_each_kv_block_copy(const KVCache& cache, std::span<const int32_t> src_dst_pairs, CopyBlock&& copy) {
+    check_kv_block_pairs(cache.shape, src_dst_pairs);
+    const size_t bytes = cache.shape.bytes_per_block();
+    for (size_t i = 0; i + 1 < src_dst_pairs.size(); i += 2)
+        for (int32_t l = 0; l < cache.shape.n_layers; ++l)
+            for (void* pool : {cache.k[l], cache.v[l]}) {
+                auto* base = static_cast<char*>(pool);
+                copy(base + size_t(src_dst_pairs[i + 1]) * bytes, base + size_t(src_dst_pairs[i]) * bytes, bytes);
+            }
+}
+
 struct RopeParams {
     int32_t n_rot = 0;              // dimensions rotated (<= head_dim)
     float base = 10000.0f;

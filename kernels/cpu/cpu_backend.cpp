@@ -45,13 +45,7 @@ public:
     bool supports_kv_dtype(KVDType) const override { return true; }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
-        const size_t n = cache.shape.bytes_per_block();
-        for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-            for (int32_t l = 0; l < cache.shape.n_layers; ++l)
-                for (void* pool : {cache.k[l], cache.v[l]}) {
-                    auto* bytes = static_cast<uint8_t*>(pool);
-                    std::memcpy(bytes + pairs[i + 1] * n, bytes + pairs[i] * n, n);
-                }
+        for_each_kv_block_copy(cache, pairs, [](void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); });
     }
 
     std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {

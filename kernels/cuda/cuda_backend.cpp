@@ -22,7 +22,8 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/env_switch.h"
+#include "kernels/cuda/cuda_options.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/staging.h"
 #include "kernels/cuda/device_sampler.h"
 
@@ -83,17 +84,15 @@ DType dtype_of(const WeightView& v) {
 
 class CudaBackend final : public Backend {
 public:
-    explicit CudaBackend(int device, const BackendOptions& options = {}) : options_(options) {
+    explicit CudaBackend(int device, const BackendOptions& options = {})
+        : options_(options), cuda_options_(cuda::CudaOptions::from_env()) {
+        cuda::set_pdl_enabled(cuda_options_.pdl);
         CUDA_CHECK(cudaSetDevice(device));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming));
         for (cudaEvent_t* e : {&step_begin_, &step_end_[0], &step_end_[1]}) CUDA_CHECK(cudaEventCreate(e));
-        gemm_ = std::make_unique<cuda::CublasLtGemm>(stream_);
+        gemm_ = std::make_unique<cuda::CublasLtGemm>(stream_, cuda_options_.fp8_fast_accum);
         sampler_ = std::make_unique<cuda::DeviceSampler>(stream_);
-        // MINFER_CUDA_SYNC=1 waits after every op, so that a fault is reported by the op that made it.
-        const char* sync = std::getenv("MINFER_CUDA_SYNC");
-        sync_each_op_ = sync && *sync && std::strcmp(sync, "0") != 0;
-        fused_convert_ = cuda::env_switch_on("MINFER_FUSED_CONVERT");
     }
 
     ~CudaBackend() override {
@@ -102,7 +101,6 @@ public:
         gemm_.reset();
         sampler_.reset();
         cudaFree(scratch_);
-        cudaFree(attn_ws_);
         cudaFree(step_dev_);
         cudaFreeHost(step_host_);
         cudaEventDestroy(step_copied_);
@@ -154,14 +152,9 @@ public:
     }
 
     void copy_kv_blocks(KVCache& cache, std::span<const int32_t> pairs) override {
-        const size_t bytes = cache.shape.bytes_per_block();
-        for (size_t i = 0; i + 1 < pairs.size(); i += 2)
-            for (int32_t l = 0; l < cache.shape.n_layers; ++l)
-                for (void* pool : {cache.k[l], cache.v[l]}) {
-                    auto* base = static_cast<char*>(pool);
-                    CUDA_CHECK(cudaMemcpyAsync(base + pairs[i + 1] * bytes, base + pairs[i] * bytes, bytes,
-                                               cudaMemcpyDeviceToDevice, stream_));
-                }
+        for_each_kv_block_copy(cache, pairs, [&](void* dst, const void* src, size_t bytes) {
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+        });
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
@@ -320,17 +313,10 @@ public:
         const cuda::HeadShape heads{a.n_heads, a.n_kv_heads, a.head_dim};
         // The decode kernel's split partials: the buffer only grows (after the stream has drained).
         const size_t ws = cuda::paged_attention_workspace_bytes(step_, heads);
-        if (ws > attn_ws_bytes_) {
-            workspace_moved();
-            synchronize();
-            CUDA_CHECK(cudaFree(attn_ws_));
-            attn_ws_ = nullptr;
-            attn_ws_bytes_ = 0;
-            CUDA_CHECK(cudaMalloc(&attn_ws_, ws));
-            attn_ws_bytes_ = ws;
-        }
+        if (ws > attn_ws_.bytes()) workspace_moved();
+        attn_ws_.ensure(ws, stream_);
         cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], pool_type(cache), heads, a.scale,
-                                     a.window, out, attn_ws_, attn_ws_bytes_, stream_);
+                                     a.window, out, attn_ws_.get(), attn_ws_.bytes(), cuda_options_.decode_mma, stream_);
         after_op();
     }
 
@@ -344,7 +330,7 @@ public:
             gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
         } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
-        } else if (w.quant && cuda::quant_gemm_usable(rows, int32_t(w.cols), scratch_bytes_)) {
+        } else if (w.quant && cuda::quant_gemm_usable(cuda_options_.quant_mma, rows, int32_t(w.cols), scratch_bytes_)) {
             cuda::launch_quant_gemm(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, scratch_,
                                     scratch_bytes_, stream_);
         } else if (w.quant) {
@@ -430,7 +416,7 @@ public:
         end_step();
     }
 
-    bool can_record() const override { return !sync_each_op_; }
+    bool can_record() const override { return !cuda_options_.sync_each_op; }
 
     void run_recorded(uint64_t key, const std::function<void()>& ops) override {
         Recording& r = recordings_[key];
@@ -577,7 +563,7 @@ private:
     // Where an op producing rows x cols writes its bf16 copy, or null when no
     // bf16 GEMM of the layers would read one at this row count.
     void* bf16_copy_target(int32_t rows, int64_t cols) {
-        if (!fused_convert_ || rows < bf16_copy_min_rows_) return nullptr;
+        if (!cuda_options_.fused_convert || rows < bf16_copy_min_rows_) return nullptr;
         const uint64_t moves = gemm_->buffer_moves();
         void* p = gemm_->bf16_input(rows, cols);
         if (gemm_->buffer_moves() != moves) workspace_moved();
@@ -599,7 +585,7 @@ private:
     void after_op() {
         if (!bf16_copy_fresh_) bf16_copy_ = {};
         bf16_copy_fresh_ = false;
-        if (sync_each_op_) synchronize();
+        if (cuda_options_.sync_each_op) synchronize();
     }
 
     cudaStream_t stream_ = nullptr;
@@ -609,12 +595,11 @@ private:
     void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
     std::unique_ptr<cuda::CublasLtGemm> gemm_;
-    bool sync_each_op_ = false;
-    bool fused_convert_ = true;
     int32_t bf16_copy_min_rows_ = std::numeric_limits<int32_t>::max();
     Bf16Copy bf16_copy_;
     bool bf16_copy_fresh_ = false;  // made by the op running now
     BackendOptions options_;
+    cuda::CudaOptions cuda_options_;  // the MINFER_* switches, read once at creation
 
     // The current step: its arrays in one device buffer, staged through pinned memory.
     cuda::DeviceStep step_;
@@ -626,8 +611,7 @@ private:
     std::unique_ptr<cuda::DeviceSampler> sampler_;
 
     std::vector<int32_t> attn_tiles_;  // (sequence, first row, rows) triples of the current step
-    void* attn_ws_ = nullptr;          // paged attention's split partials (only grows)
-    size_t attn_ws_bytes_ = 0;
+    cuda::DeviceBuffer attn_ws_;  // paged attention's split partials (only grows)
 
     // Recorded steps (CUDA graphs) by bucket key.
     std::unordered_map<uint64_t, Recording> recordings_;

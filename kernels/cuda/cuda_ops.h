@@ -30,7 +30,7 @@ struct DeviceStep {
     int32_t max_blocks_per_seq = 0;
     int32_t num_logit_rows = 0;
     int32_t block_size = 16;
-    // Paged attention's query tiles (attention.cu's tensor-core kernel): up to
+    // Paged attention's query tiles (attention_prefill.cu's tensor-core kernels): up to
     // kAttnTileRows consecutive rows of one sequence each, as (sequence, first
     // row, row count) triples; built by CudaBackend::set_step from query_start.
     const int32_t* attn_tiles = nullptr;
@@ -77,7 +77,7 @@ struct HeadShape {
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,
                           const RopeArgs& rope, void* k_pool, void* v_pool, PoolType pool, cudaStream_t stream);
 
-// ---- attention.cu ------------------------------------------------------------------
+// ---- attention.cu (attention_decode.cu, attention_prefill.cu) ----------------------------
 constexpr int kMaxHeadDim = 256;
 // Scratch the decode kernel's split partials need for this step and head shape
 // (0 when none). It depends only on num_tokens, num_seqs, max_blocks_per_seq,
@@ -85,9 +85,10 @@ constexpr int kMaxHeadDim = 256;
 size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads);
 // workspace: device memory of at least paged_attention_workspace_bytes(st, heads)
 // bytes (workspace_bytes says how much there is; too little falls back to slower kernels).
+// decode_mma: CudaOptions::decode_mma (false: decode over a bf16 pool by the scalar kernel).
 void launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
                             PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream);
+                            size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
 // out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule;
@@ -175,8 +176,8 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // Whether the backend takes launch_quant_gemm for a matmul of `rows` rows (more than
 // the GEMV's, up to kQuantMmaMaxRows, the workspace large enough;
-// MINFER_QUANT_MMA=0 says never, to compare it with widening + cuBLASLt).
-bool quant_gemm_usable(int32_t rows, int32_t k, size_t workspace_bytes);
+// enabled false, CudaOptions::quant_mma off, says never, to compare it with widening + cuBLASLt).
+bool quant_gemm_usable(bool enabled, int32_t rows, int32_t k, size_t workspace_bytes);
 // out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
 void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
                             cudaStream_t stream);
@@ -236,7 +237,8 @@ void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8,
 // accumulate in fp32. Algorithms are chosen once per shape and cached.
 class CublasLtGemm {
 public:
-    explicit CublasLtGemm(cudaStream_t stream);
+    // fp8_fast_accum: CudaOptions::fp8_fast_accum (cuBLASLt's FP8 fast accumulation).
+    explicit CublasLtGemm(cudaStream_t stream, bool fp8_fast_accum = false);
     ~CublasLtGemm();
     CublasLtGemm(const CublasLtGemm&) = delete;
     CublasLtGemm& operator=(const CublasLtGemm&) = delete;

@@ -39,12 +39,6 @@ size_t bytes_of(const std::vector<T>& v) {
 
 DeviceSampler::~DeviceSampler() {
     if (stream_) cudaStreamSynchronize(stream_);
-    for (int i = 0; i < 2; ++i) {
-        cudaFree(scratch_.keys[i]);
-        cudaFree(scratch_.vals[i]);
-    }
-    cudaFree(scratch_.temp);
-    cudaFree(ids_dev_);
     cudaFree(dev_);
     cudaFreeHost(host_);
 }
@@ -171,29 +165,27 @@ void DeviceSampler::grow_scratch(int32_t chunk, int32_t vocab) {
     const size_t elems = size_t(chunk) * size_t(vocab);
     if (elems > scratch_elems_) {
         CUDA_CHECK(cudaStreamSynchronize(stream_));
-        for (int i = 0; i < 2; ++i) {
-            CUDA_CHECK(cudaFree(scratch_.keys[i]));
-            CUDA_CHECK(cudaFree(scratch_.vals[i]));
+        for (int i = 0; i < 2; ++i) {  // all four freed before any is allocated
+            keys_[i].release();
+            vals_[i].release();
             scratch_.keys[i] = nullptr;
             scratch_.vals[i] = nullptr;
         }
         scratch_elems_ = 0;
         for (int i = 0; i < 2; ++i) {
-            CUDA_CHECK(cudaMalloc(&scratch_.keys[i], elems * sizeof(float)));
-            CUDA_CHECK(cudaMalloc(&scratch_.vals[i], elems * sizeof(int32_t)));
+            keys_[i].ensure(elems * sizeof(float), stream_);
+            vals_[i].ensure(elems * sizeof(int32_t), stream_);
+            scratch_.keys[i] = keys_[i].as<float>();
+            scratch_.vals[i] = vals_[i].as<int32_t>();
         }
         scratch_elems_ = elems;
     }
     const int32_t sampled = int32_t(sampled_.size()), rest = sampled % chunk;
     size_t temp = sample_sort_temp_bytes(std::min(chunk, sampled), vocab);
     if (rest) temp = std::max(temp, sample_sort_temp_bytes(rest, vocab));
-    if (temp > scratch_.temp_bytes) {
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
-        CUDA_CHECK(cudaFree(scratch_.temp));
-        scratch_.temp = nullptr;
-        scratch_.temp_bytes = 0;
-        CUDA_CHECK(cudaMalloc(&scratch_.temp, temp));
-        scratch_.temp_bytes = temp;
+    if (temp_.ensure(temp, stream_)) {
+        scratch_.temp = temp_.get();
+        scratch_.temp_bytes = temp_.bytes();
     }
 }
 
@@ -204,14 +196,8 @@ size_t DeviceSampler::sample(float* logits, int32_t vocab, std::span<const Sampl
     // The ids, then the argmax's partials (16-byte aligned).
     const size_t ids_bytes = (size_t(n) * sizeof(int32_t) + 15) / 16 * 16;
     const size_t bytes = ids_bytes + argmax_workspace_bytes(n, vocab);
-    if (bytes > ids_capacity_) {
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
-        CUDA_CHECK(cudaFree(ids_dev_));
-        ids_dev_ = nullptr;
-        ids_capacity_ = 0;
-        CUDA_CHECK(cudaMalloc(&ids_dev_, bytes));
-        ids_capacity_ = bytes;
-    }
+    ids_dev_.ensure(bytes, stream_);
+    int32_t* ids_dev = ids_dev_.as<int32_t>();
     int32_t sampled = 0;
     for (const SamplingRow& row : rows) sampled += !row.params->greedy();
     const int32_t chunk =
@@ -220,14 +206,14 @@ size_t DeviceSampler::sample(float* logits, int32_t vocab, std::span<const Sampl
     const size_t uploaded = pack(vocab, rows, chunk);
     launch_sample_processors(dev_sampling_, logits, n, vocab, stream_);
     // The greedy rows' ids (the sampled rows' are overwritten below).
-    launch_argmax_rows(logits, n, vocab, reinterpret_cast<char*>(ids_dev_) + ids_bytes, ids_dev_, stream_);
+    launch_argmax_rows(logits, n, vocab, ids_dev_.as<char>() + ids_bytes, ids_dev, stream_);
     if (sampled) {
         grow_scratch(chunk, vocab);
         for (int32_t first = 0; first < sampled; first += chunk)
             launch_sample_sorted(dev_sampling_, logits, vocab, first, std::min(chunk, sampled - first), scratch_,
-                                 ids_dev_, stream_);
+                                 ids_dev, stream_);
     }
-    CUDA_CHECK(cudaMemcpyAsync(out_ids, ids_dev_, size_t(n) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(out_ids, ids_dev, size_t(n) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return uploaded;
 }

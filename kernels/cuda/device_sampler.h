@@ -11,6 +11,7 @@
 
 #include "kernels/sampling.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
 
 namespace minfer::cuda {
 
@@ -47,10 +48,10 @@ private:
     size_t capacity_ = 0;
     DeviceSampling dev_sampling_;
 
-    SampleScratch scratch_;
-    size_t scratch_elems_ = 0;  // of each of the four arrays
-    int32_t* ids_dev_ = nullptr;
-    size_t ids_capacity_ = 0;  // bytes: the ids and the argmax's partials
+    DeviceBuffer keys_[2], vals_[2], temp_;  // the sort's arrays and CUB's temporary storage
+    SampleScratch scratch_;                  // their addresses, as the launches take them
+    size_t scratch_elems_ = 0;               // of each of the four arrays
+    DeviceBuffer ids_dev_;                   // the ids and the argmax's partials
 };
 
 }  // namespace minfer::cuda

@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -130,26 +131,18 @@ struct CublasLtGemm::Impl {
     cudaStream_t stream = nullptr;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
-    void* xh = nullptr;  // converted activations (F16/BF16 weights)
-    size_t xh_bytes = 0;
-    uint64_t moves = 0;  // times xh was reallocated
+    DeviceBuffer xh;     // converted activations (F16/BF16 weights)
+    uint64_t moves = 0;  // times xh (or fp8_wide) was reallocated
     std::map<PlanKey, Plan> plans;
     float* fp8_scalars = nullptr;      // FP8: amax and scale of the activations (device)
     std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
-    void* fp8_wide = nullptr;          // fp8 weights widened to bf16 (the last resort)
-    size_t fp8_wide_bytes = 0;
+    bool fp8_fast_accum = false;       // CudaOptions::fp8_fast_accum
+    DeviceBuffer fp8_wide;             // fp8 weights widened to bf16 (the last resort)
 
     // Grows buf to at least `bytes` (only ever on growth: a step that fits
     // allocates nothing, so a warmed-up shape can be captured in a graph).
-    void grow(void*& buf, size_t& capacity, size_t bytes) {
-        if (bytes <= capacity) return;
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        CUDA_CHECK(cudaFree(buf));
-        buf = nullptr;
-        capacity = 0;
-        CUDA_CHECK(cudaMalloc(&buf, bytes));
-        capacity = bytes;
-        ++moves;
+    void grow(DeviceBuffer& buf, size_t bytes) {
+        if (buf.ensure(bytes, stream)) ++moves;
     }
 
     // fp8: the A/B scale pointers (device) the heuristic sees; later calls set their own.
@@ -172,8 +165,7 @@ struct CublasLtGemm::Impl {
         if (ab_type == CUDA_R_8F_E4M3) {
             // Fast accumulation (no periodic promotion of the tensor cores' partial
             // sums to fp32) is faster and less accurate: off unless asked for.
-            const char* fast = std::getenv("MINFER_FP8_FAST_ACCUM");
-            const int8_t fast_accum = fast && *fast && std::strcmp(fast, "0") != 0 ? 1 : 0;
+            const int8_t fast_accum = fp8_fast_accum ? 1 : 0;
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
                                                         sizeof(fast_accum)));
         }
@@ -217,15 +209,14 @@ struct CublasLtGemm::Impl {
     ~Impl() {
         for (auto& [key, p] : plans) destroy(p);
         cudaFree(fp8_scalars);
-        cudaFree(fp8_wide);
-        cudaFree(xh);
         cudaFree(workspace);
         if (handle) cublasLtDestroy(handle);
     }
 };
 
-CublasLtGemm::CublasLtGemm(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+CublasLtGemm::CublasLtGemm(cudaStream_t stream, bool fp8_fast_accum) : impl_(std::make_unique<Impl>()) {
     impl_->stream = stream;
+    impl_->fp8_fast_accum = fp8_fast_accum;
     CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
     CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
 }
@@ -241,8 +232,8 @@ void CublasLtGemm::run(const float* x, int32_t rows, int64_t k, const void* w, D
 }
 
 void* CublasLtGemm::bf16_input(int32_t rows, int64_t k) {
-    impl_->grow(impl_->xh, impl_->xh_bytes, size_t(rows) * size_t(k) * 2);
-    return impl_->xh;
+    impl_->grow(impl_->xh, size_t(rows) * size_t(k) * 2);
+    return impl_->xh.get();
 }
 
 void CublasLtGemm::run_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets, int32_t count,
@@ -258,12 +249,12 @@ void CublasLtGemm::run_many(const float* x, int32_t rows, int64_t k, const GemvT
         b = x_bf16;
     } else if (type != DType::F32) {  // one conversion for every target
         ab_type = type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
-        s.grow(s.xh, s.xh_bytes, size_t(rows) * ldw * 2);  // grows to the largest step seen, then stays
+        s.grow(s.xh, size_t(rows) * ldw * 2);  // grows to the largest step seen, then stays
         if (type == DType::BF16)
-            launch_rows_to_bf16(x, rows, k, ldw, s.xh, s.stream);
+            launch_rows_to_bf16(x, rows, k, ldw, s.xh.get(), s.stream);
         else
-            launch_convert_rows(x, rows, k, ldw, static_cast<__half*>(s.xh), s.stream);
-        b = s.xh;
+            launch_convert_rows(x, rows, k, ldw, s.xh.as<__half>(), s.stream);
+        b = s.xh.get();
         ldb = inner = ldw;  // the padding columns are zeros in both operands
     }
     const size_t elem = type == DType::F32 ? 4 : 2;
@@ -308,20 +299,20 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
     const PlanKey shape{kPlanFp8, n, rows, k, k, k, 0, 0, 0};
     int& mode = s.fp8_mode[shape];  // 0: scale pointers, 1: unscaled then rescaled, 2: widened weights
     if (mode == 2) {
-        s.grow(s.fp8_wide, s.fp8_wide_bytes, size_t(n) * size_t(k) * 2);
+        s.grow(s.fp8_wide, size_t(n) * size_t(k) * 2);
         const int64_t total = n * k;
         fp8_to_bf16_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(
-            reinterpret_cast<const __nv_fp8_e4m3*>(w8), w_scale, total, static_cast<__nv_bfloat16*>(s.fp8_wide));
+            reinterpret_cast<const __nv_fp8_e4m3*>(w8), w_scale, total, s.fp8_wide.as<__nv_bfloat16>());
         CUDA_CHECK_LAUNCH();
-        run(x, rows, k, s.fp8_wide, DType::BF16, n, k, out);
+        run(x, rows, k, s.fp8_wide.get(), DType::BF16, n, k, out);
         return;
     }
     // amax and the activations' scale, each 16-byte aligned as scale pointers must be.
     if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 8 * sizeof(float)));
     float* amax = s.fp8_scalars;
     float* x_scale = s.fp8_scalars + 4;
-    s.grow(s.xh, s.xh_bytes, size_t(rows) * size_t(k));
-    auto* xq = static_cast<uint8_t*>(s.xh);
+    s.grow(s.xh, size_t(rows) * size_t(k));
+    auto* xq = s.xh.as<uint8_t>();
     launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);
 
     // D = (w_scale * W8) * (x_scale * X8): A = W8 (k x n, transposed), B = X8

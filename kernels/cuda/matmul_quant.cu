@@ -22,7 +22,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
@@ -441,8 +440,7 @@ void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const v
 
 size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k) { return (size_t(rows) * k * 2 + 15) / 16 * 16; }
 
-bool quant_gemm_usable(int32_t rows, int32_t k, size_t workspace_bytes) {
-    static const bool enabled = env_switch_on("MINFER_QUANT_MMA");
+bool quant_gemm_usable(bool enabled, int32_t rows, int32_t k, size_t workspace_bytes) {
     return enabled && rows > kQuantGemvMaxRows && rows <= kQuantMmaMaxRows &&
            quant_gemm_workspace_bytes(rows, k) <= workspace_bytes;
 }

@@ -4,8 +4,9 @@
 // be scheduled while the kernel before it in the stream is still finishing; it
 // must call pdl_wait() before it reads anything that kernel (or any earlier
 // one) wrote, and it calls it first thing, before any early return, so that it
-// cannot finish before its predecessor does. MINFER_PDL=0 launches them all
-// the ordinary way (to measure what this is worth).
+// cannot finish before its predecessor does. MINFER_PDL=0 (CudaOptions::pdl,
+// which the backend hands to set_pdl_enabled when it is created) launches them
+// all the ordinary way (to measure what this is worth).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +14,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/env_switch.h"
+#include "kernels/cuda/cuda_options.h"
 
 namespace minfer::cuda {
 
@@ -23,10 +24,7 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-inline bool pdl_enabled() {
-    static const bool enabled = env_switch_on("MINFER_PDL");
-    return enabled;
-}
+// pdl_enabled() (cuda_options.h): whether launch_pdl asks for PDL.
 
 template <class... Params, class... Args>
 void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
