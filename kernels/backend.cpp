@@ -42,6 +42,7 @@ size_t host_total_memory() { return meminfo_bytes("MemTotal:"); }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads, const BackendOptions& options) {
     const bool fp8 = options.quantization == WeightQuantization::FP8;
+    cpu_threads = cpu_threads_for(options.world, cpu_threads);
     if (device == "cpu") {
         if (fp8) throw std::invalid_argument("--quantization fp8 needs --device cuda");
         return make_cpu_backend(cpu_threads);
@@ -49,7 +50,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int cpu_threads
     if (device == "cuda" || device == "auto") {
 #ifdef MINFER_HAVE_CUDA
         try {
-            return make_cuda_backend(0, options);
+            return make_cuda_backend(cuda_device_for(options.world), options);
         } catch (const std::exception&) {
             if (device == "cuda") throw;
         }

@@ -18,6 +18,7 @@
 #include "kernels/formats/ggml_type.h"
 #include "kernels/sampling.h"
 #include "kernels/step_plan.h"
+#include "kernels/world.h"
 
 namespace minfer {
 
@@ -48,6 +49,9 @@ struct PackedWeight {
 enum class WeightQuantization { None, FP8 };
 struct BackendOptions {
     WeightQuantization quantization = WeightQuantization::None;
+    // This process's rank: CUDA takes GPU local_rank % device count; the CPU
+    // pool (threads <= 0) gets this rank's share of the node's cores.
+    World world;
 };
 
 // The KV pool's element type (--kv-cache-dtype). BF16 halves the pool: twice
@@ -132,8 +136,12 @@ public:
     virtual size_t total_memory() const = 0;
 
     // Weights: matrices are packed the backend's way; vectors (norm weights,
-    // biases, rope factors) are uploaded as float32.
-    virtual std::unique_ptr<PackedWeight> pack_weight(const WeightView& w) = 0;
+    // biases, rope factors) are uploaded as float32. `shard` picks a part of
+    // the matrix (kernels/world.h: row shards for column-parallel layers,
+    // column shards on quant-block boundaries for row-parallel ones); the
+    // packed weight then has the shard's rows and cols. The default is the
+    // whole matrix.
+    virtual std::unique_ptr<PackedWeight> pack_weight(const WeightView& w, const ShardSpec& shard = {}) = 0;
     float* upload_vector(std::span<const float> v);
 
     // Makes `plan` the current step: its arrays are copied to the backend once,
@@ -230,7 +238,8 @@ public:
 size_t host_available_memory();
 size_t host_total_memory();
 
-// threads <= 0: one per core. pads_decode_steps: claim to record steps, so
+// threads <= 0: one per core of the affinity mask (make_backend divides
+// them among the node's ranks). pads_decode_steps: claim to record steps, so
 // that the runner pads decode steps as it does for CUDA graphs (run_recorded
 // still just runs the ops): tests check that path on the CPU.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool pads_decode_steps = false);

@@ -61,7 +61,7 @@ KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requeste
 }
 
 ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
-    : model_(model), backend_(model.backend()), limits_(limits) {
+    : model_(model), backend_(model.backend()), limits_(limits), program_(LayerProgram::from(model.config())) {
     const ModelConfig& c = model.config();
     if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
         limits_.block_size <= 0)
@@ -146,43 +146,9 @@ void ModelRunner::forward(const StepPlan& plan) {
 }
 
 void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
-    const ModelConfig& c = model_.config();
-    const ModelWeights& w = model_.weights();
-    backend_.embedding(*w.token_embd, residual_);
-    if (c.embed_scale) backend_.scale(residual_, int64_t(n) * c.dim, std::sqrt(float(c.dim)));
-    const float* delta = nullptr;  // the previous block's output, added to the residual by the next norm
-    for (int32_t l = 0; l < c.n_layers; ++l) {
-        const LayerWeights& L = w.layers[l];
-        const bool sliding = c.is_sliding(l);
-        const AttentionParams attn{c.n_heads, c.n_kv_heads, c.head_dim, c.attn_scale, sliding ? c.sliding_window : 0};
-        backend_.add_rms_norm(residual_, delta, L.attn_norm, c.norm_eps, n, c.dim, normed_);
-        const Backend::MatmulTarget qkv[] = {{L.wq.get(), L.bq, q_}, {L.wk.get(), L.bk, k_}, {L.wv.get(), L.bv, v_}};
-        backend_.matmul_shared_input(normed_, qkv, n);
-        if (L.q_norm) {  // each head normalised on its own: rows of head_dim
-            backend_.add_rms_norm(q_, nullptr, L.q_norm, c.norm_eps, n * c.n_heads, c.head_dim, q_);
-            backend_.add_rms_norm(k_, nullptr, L.k_norm, c.norm_eps, n * c.n_kv_heads, c.head_dim, k_);
-        }
-        backend_.rope_kv_write(q_, k_, v_, attn, sliding ? c.rope_swa : c.rope, cache_, l);
-        backend_.paged_attention(q_, attn, cache_, l, attn_);
-        backend_.matmul(attn_, *L.wo, nullptr, n, proj_);
-        if (L.post_attn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_attn_norm, c.norm_eps, n, c.dim, proj_);
-
-        backend_.add_rms_norm(residual_, proj_, L.ffn_norm, c.norm_eps, n, c.dim, normed_);
-        const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, gate_}, {L.w_up.get(), nullptr, up_}};
-        backend_.matmul_shared_input(normed_, gate_up, n);
-        if (c.ffn_act == FfnActivation::GELU)
-            backend_.geglu(gate_, up_, n, c.ffn_dim, hidden_);
-        else
-            backend_.swiglu(gate_, up_, n, c.ffn_dim, hidden_);
-        backend_.matmul(hidden_, *L.w_down, nullptr, n, proj_);
-        if (L.post_ffn_norm) backend_.add_rms_norm(proj_, nullptr, L.post_ffn_norm, c.norm_eps, n, c.dim, proj_);
-        delta = proj_;
-    }
-    // Only the rows that want logits go through the final norm and the LM head.
-    if (logits_rows == 0) return;
-    backend_.add_rms_norm(residual_, delta, w.output_norm, c.norm_eps, n, c.dim, normed_);
-    backend_.gather_logit_rows(normed_, c.dim, last_rows_);
-    backend_.matmul(last_rows_, w.lm_head(), nullptr, logits_rows, logits_);
+    const LayerBuffers buf{residual_, normed_, q_, k_, v_, attn_, proj_, gate_, up_, hidden_};
+    const LayerContext ctx{model_.config(), program_, backend_, buf, cache_, n};
+    run_layer_program(ctx, model_.weights(), logits_rows, last_rows_, logits_);
 }
 
 std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {

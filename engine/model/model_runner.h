@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "engine/model/layer_program.h"
 #include "engine/model/model.h"
 
 namespace minfer {
@@ -78,6 +79,7 @@ private:
     const Model& model_;
     Backend& backend_;
     RunnerLimits limits_;
+    LayerProgram program_;  // the architecture's layer (layer_program.h)
     KVCache cache_;
     int32_t num_logit_rows_ = 0;
     StepPlan padded_;  // the current step padded to its bucket

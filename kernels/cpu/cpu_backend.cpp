@@ -48,16 +48,20 @@ public:
         for_each_kv_block_copy(cache, pairs, [](void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); });
     }
 
-    std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {
+    // A shard is not copied: a row shard starts further into the matrix, a
+    // column shard also keeps the parent's row stride (matmul reads rows
+    // through MatmulWeight::row_bytes).
+    std::unique_ptr<PackedWeight> pack_weight(const WeightView& v, const ShardSpec& shard = {}) override {
         auto w = std::make_unique<CpuWeight>();
         w->name = v.name;
         w->type = v.type;
-        w->rows = v.rows;
-        w->cols = v.cols;
         if (!cpu::has_vec_dot(v.type) || !can_dequantize(v.type))
             throw std::invalid_argument("cpu: weight '" + v.name + "' has type " + ggml_type_name(v.type) +
                                         ", which this backend cannot run");
-        w->m = {v.type, v.rows, v.cols, v.data, ggml_row_bytes(v.type, v.cols)};
+        const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
+        w->rows = r.rows;
+        w->cols = r.cols;
+        w->m = {v.type, r.rows, r.cols, v.data + r.offset, r.row_stride};
         return w;
     }
 

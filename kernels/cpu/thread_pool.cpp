@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/world.h"
+
 namespace minfer::cpu {
 
 namespace {
@@ -13,7 +15,7 @@ inline void pause() { _mm_pause(); }
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = cpu_threads_for(World{}, threads);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
 }
 

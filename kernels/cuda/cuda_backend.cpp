@@ -158,7 +158,8 @@ public:
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-    std::unique_ptr<PackedWeight> pack_weight(const WeightView& v) override {
+    std::unique_ptr<PackedWeight> pack_weight(const WeightView& v, const ShardSpec& shard = {}) override {
+        if (shard.count != 1 || shard.index != 0) return pack_shard(v, shard);
         auto w = std::make_unique<CudaWeight>();
         w->name = v.name;
         w->type = v.type;
@@ -471,6 +472,20 @@ private:
     // --quantization fp8 converts the transformer layers' dense matrices ("blk.*";
     // not the embedding table nor the LM head, as vLLM) whose rows are whole
     // 16-byte words, as cuBLASLt's FP8 kernels need; the others load as usual.
+    // A shard is packed as a matrix of its own: its rows (a column shard's
+    // pieces of the parent's rows, at the parent's stride) are gathered into
+    // one contiguous host copy, which the whole-matrix path then uploads
+    // (and converts, for fp8) as it does any weight.
+    std::unique_ptr<PackedWeight> pack_shard(const WeightView& v, const ShardSpec& shard) {
+        const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
+        std::vector<uint8_t> rows(size_t(r.rows) * r.row_bytes);
+        for (int64_t i = 0; i < r.rows; ++i)
+            std::memcpy(rows.data() + size_t(i) * r.row_bytes, v.data + r.offset + size_t(i) * r.row_stride,
+                        r.row_bytes);
+        const WeightView part{v.name, v.type, r.rows, r.cols, rows.data()};
+        return pack_weight(part, ShardSpec{});  // synchronous: `rows` may go once it returns
+    }
+
     bool converts_to_fp8(const WeightView& v) const {
         if (options_.quantization != WeightQuantization::FP8 || v.name.rfind("blk.", 0) != 0) return false;
         if (v.type != GGMLType::F32 && v.type != GGMLType::F16 && v.type != GGMLType::BF16) return false;
@@ -627,6 +642,13 @@ private:
 };
 
 }  // namespace
+
+int cuda_device_for(const World& world) {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (count <= 0) throw std::runtime_error("cuda: no GPU");
+    return std::max(0, world.local_rank) % count;
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int device, const BackendOptions& options) {
     return std::make_unique<CudaBackend>(device, options);

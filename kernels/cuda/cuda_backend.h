@@ -17,4 +17,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device = 0, const BackendOptions&
 // One line about the device and the CUDA versions, e.g. for a test's header.
 std::string cuda_device_summary(int device = 0);
 
+// The GPU of this rank: world.local_rank % the device count (throws when
+// there is no GPU).
+int cuda_device_for(const World& world);
+
 }  // namespace minfer

@@ -485,6 +485,42 @@ public:
         });
     }
 
+    // Weight shards (kernels/world.h): each GPU shard, packed contiguous from
+    // the parent's rows, against the CPU's shard of the same matrix (read in
+    // place at the parent's stride): row shards (features), column shards
+    // (whole blocks of k; x is the matching slice of the activations).
+    void matmul_shards() {
+        std::vector<GGMLType> types = {GGMLType::F32, GGMLType::F16, GGMLType::BF16};
+        for (GGMLType t : kQuantTypes) types.push_back(t);
+        for (GGMLType type : types) {
+            const int32_t b = int32_t(std::max<int64_t>(block_elems(type), 32));
+            const int32_t k = 8 * b, n = 70, rows = 9;
+            const double threshold = type == GGMLType::F32 ? kF32Gemm : type == GGMLType::F16 ? kF16Gemm
+                                     : type == GGMLType::BF16 ? kBF16Gemm : kQ8Gemm;
+            for (int32_t dim : {0, 1})
+                for (int32_t count : {2, 4})
+                    for (int32_t index = 0; index < count; ++index) {
+                        const std::string shape = fmt("%s shard dim=%d %d/%d rows=%d k=%d n=%d", ggml_type_name(type),
+                                                      dim, index, count, rows, k, n);
+                        run("matmul", shape, threshold, [&] {
+                            const auto bytes = encode(randn(size_t(n) * k, 1.0f / std::sqrt(float(k))), type);
+                            const WeightView view{"w", type, n, k, bytes.data()};
+                            const ShardSpec spec{dim, index, count};
+                            auto wc = cpu_.pack_weight(view, spec);
+                            auto wg = gpu_.pack_weight(view, spec);
+                            if (wc->rows != wg->rows || wc->cols != wg->cols) return 1e30;
+                            std::vector<float> x = randn(size_t(rows) * wc->cols);
+                            DeviceArena g(gpu_);
+                            float* out_g = g.poisoned(size_t(rows) * wc->rows);
+                            std::vector<float> ref(size_t(rows) * wc->rows, kNaN);
+                            cpu_.matmul(x.data(), *wc, nullptr, rows, ref.data());
+                            gpu_.matmul(g.copy(x), *wg, nullptr, rows, out_g);
+                            return rel_error(g.fetch(out_g, ref.size()), ref);
+                        });
+                    }
+        }
+    }
+
     // Matmuls sharing their input (q/k/v, gate/up): one GEMV launch at one row,
     // one conversion for the GEMMs above; mixed types go one at a time.
     void matmul_shared() {
@@ -1137,7 +1173,7 @@ int main(int argc, char** argv) {
     try {
         std::printf("minfer_gpu_ops: %s; seed %u\n", cuda_device_summary().c_str(), seed);
         auto cpu = make_cpu_backend();
-        auto gpu = make_cuda_backend();
+        auto gpu = make_cuda_backend(cuda_device_for(World{}));
         BackendOptions fp8_options;
         fp8_options.quantization = WeightQuantization::FP8;
         auto gpu8 = make_cuda_backend(0, fp8_options);
@@ -1162,6 +1198,7 @@ int main(int argc, char** argv) {
         t.paged_attention();
         t.matmul();
         t.matmul_shared();
+        t.matmul_shards();
         t.bf16_copy();
         t.swiglu();
         t.geglu();

@@ -1,0 +1,61 @@
+// The per-architecture layer program: what one transformer layer runs, as
+// two steps over the step's rows, the attention block and the FFN block.
+// The architecture's choices (ModelConfig's flags from the registry in
+// model.cpp) are held in LayerProgram; the dense gated FFN is one step, which
+// a mixture-of-experts FFN can replace without touching attention.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "engine/model/model.h"
+
+namespace minfer {
+
+// The runner's activation buffers, [n rows x width] each (model_runner.cpp sizes them).
+struct LayerBuffers {
+    float* residual = nullptr;  // [dim]: the residual stream
+    float* normed = nullptr;    // [dim]: the current block's normalised input
+    float* q = nullptr;         // [n_heads * head_dim]
+    float* k = nullptr;         // [n_kv_heads * head_dim]
+    float* v = nullptr;
+    float* attn = nullptr;      // [n_heads * head_dim]: attention's output
+    float* proj = nullptr;      // [dim]: a block's output, added to the residual by the next norm
+    float* gate = nullptr;      // [ffn_dim]
+    float* up = nullptr;
+    float* hidden = nullptr;
+};
+
+// What differs between the architectures inside a layer (llama, qwen2, qwen3, gemma3).
+struct LayerProgram {
+    bool embed_scale = false;  // scale the embeddings by sqrt(dim) (gemma)
+    bool qk_norm = false;      // RMSNorm over each head of q and k before rope (qwen3, gemma3)
+    bool post_norms = false;   // RMSNorm on each block's output before the residual add (gemma3)
+    FfnActivation ffn_act = FfnActivation::SiLU;  // the gated FFN's activation
+
+    static LayerProgram from(const ModelConfig& c);
+};
+
+// One layer's context: the model's shape, the program, the backend and buffers.
+struct LayerContext {
+    const ModelConfig& config;
+    const LayerProgram& program;
+    Backend& backend;
+    const LayerBuffers& buf;
+    KVCache& cache;
+    int32_t n;  // the step's rows
+};
+
+// residual += delta; normed = norm(residual); q/k/v projections, (qk norm),
+// rope + KV write, paged attention, the output projection (+ post norm) into proj.
+void attention_block(const LayerContext& ctx, const LayerWeights& L, int32_t layer, const float* delta);
+// residual += proj; normed = norm(residual); gate/up, the activation, down
+// (+ post norm) into proj. The dense FFN: the step a MoE FFN would replace.
+void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L);
+
+// The whole stack: embeddings, every layer's two blocks, and (for logits_rows
+// > 0) the final norm, the logits rows' gather and the LM head into `logits`.
+void run_layer_program(const LayerContext& ctx, const ModelWeights& w, int32_t logits_rows, float* last_rows,
+                       float* logits);
+
+}  // namespace minfer
