@@ -36,6 +36,7 @@
 #include "kernels/formats/float16.h"
 #include "kernels/formats/quant.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "gpu_skip.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "fp8_host.h"
 
@@ -1134,6 +1135,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (!minfer::gpu_test::cuda_device_answers("minfer_gpu_ops")) return minfer::gpu_test::kSkipNoGpu;
     try {
         std::printf("minfer_gpu_ops: %s; seed %u\n", cuda_device_summary().c_str(), seed);
         auto cpu = make_cpu_backend();

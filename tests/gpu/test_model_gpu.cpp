@@ -34,6 +34,7 @@
 #include "engine/gguf/model_source.h"
 #include "engine/text/tokenizer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "gpu_skip.h"
 #include "kvcache/block_allocator.h"
 
 using namespace minfer;
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (!minfer::gpu_test::cuda_device_answers("minfer_gpu_model")) return minfer::gpu_test::kSkipNoGpu;
     try {
         if (!synthetic.empty()) return synthetic_mode(synthetic, threshold, kv_dtype);
         std::printf("minfer_gpu_model: %s\n  model %s\n  reference %s\n", cuda_device_summary().c_str(),
