@@ -36,6 +36,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "gpu_skip.h"
 #include "kvcache/block_allocator.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -76,15 +77,7 @@ int32_t mismatches(const std::vector<int32_t>& a, const std::vector<int32_t>& b)
     return n;
 }
 
-double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
-    if (out.size() != ref.size()) return INFINITY;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        num += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return std::sqrt(num / den);
-}
+using minfer::test::rel_error;
 
 struct Tally {
     int passed = 0;
