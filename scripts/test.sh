@@ -28,3 +28,13 @@ cmake -S . -B build -DMINFER_PYTHON="$PWD/.venv/bin/python" >/dev/null
 cmake --build build -j"$(nproc)"
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 900
+cd ..
+
+# The sanitizer builds (CUDA off): ASan+UBSan over the unit tests and the
+# engine-thread/server integration tests, TSan over the engine thread and the
+# HTTP server. Opt-in for now (MINFER_SANITIZERS="asan tsan"): two more full
+# builds whose CI time is not measured yet.
+if [ -n "${MINFER_SANITIZERS:-}" ]; then
+  # shellcheck disable=SC2086
+  ./scripts/test-sanitizers.sh $MINFER_SANITIZERS
+fi
