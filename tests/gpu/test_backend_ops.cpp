@@ -36,8 +36,10 @@
 #include "kernels/formats/float16.h"
 #include "kernels/formats/quant.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "gpu_skip.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "fp8_host.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -71,16 +73,7 @@ const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, 
                                 GGMLType::Q5_1, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
 int64_t block_elems(GGMLType t) { return ggml_type_traits(uint32_t(t))->block_elems; }
 
-double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
-    if (out.size() != ref.size()) return INFINITY;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        const double d = double(out[i]) - double(ref[i]);
-        num += d * d;
-        den += double(ref[i]) * ref[i];
-    }
-    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);  // NaN in out gives NaN: a failure
-}
+using minfer::test::rel_error;  // NaN in out gives NaN: a failure
 
 // Device copies of host vectors, freed when the case ends.
 class DeviceArena {
@@ -1170,6 +1163,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (!minfer::gpu_test::cuda_device_answers("minfer_gpu_ops")) return minfer::gpu_test::kSkipNoGpu;
     try {
         std::printf("minfer_gpu_ops: %s; seed %u\n", cuda_device_summary().c_str(), seed);
         auto cpu = make_cpu_backend();

@@ -34,7 +34,9 @@
 #include "engine/gguf/model_source.h"
 #include "engine/text/tokenizer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "gpu_skip.h"
 #include "kvcache/block_manager.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -75,15 +77,7 @@ int32_t mismatches(const std::vector<int32_t>& a, const std::vector<int32_t>& b)
     return n;
 }
 
-double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
-    if (out.size() != ref.size()) return INFINITY;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        num += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return std::sqrt(num / den);
-}
+using minfer::test::rel_error;
 
 struct Tally {
     int passed = 0;
@@ -254,6 +248,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (!minfer::gpu_test::cuda_device_answers("minfer_gpu_model")) return minfer::gpu_test::kSkipNoGpu;
     try {
         if (!synthetic.empty()) return synthetic_mode(synthetic, threshold, kv_dtype);
         std::printf("minfer_gpu_model: %s\n  model %s\n  reference %s\n", cuda_device_summary().c_str(),

@@ -14,20 +14,14 @@
 #include "kernels/formats/quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_dot.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 using namespace minfer::cpu;
 
 namespace {
 
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        den += double(b[i]) * b[i];
-    }
-    return std::sqrt(num / den);
-}
+using minfer::test::rel_error;
 
 }  // namespace
 

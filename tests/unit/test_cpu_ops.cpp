@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/formats/float16.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -22,14 +23,7 @@ std::vector<float> random_vector(std::mt19937& rng, size_t n, float scale = 1.0f
     return v;
 }
 
-double rel_error(const std::vector<float>& out, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        num += (out[i] - ref[i]) * (out[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / den);
-}
+using minfer::test::rel_error;
 
 // One sequence per entry of `query_lens`/`context_lens`, each with blocks taken
 // in a random order from the pool, so block tables are scattered.

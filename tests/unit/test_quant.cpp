@@ -16,6 +16,7 @@
 #include "kernels/formats/float16.h"
 #include "engine/gguf/gguf.h"
 #include "kernels/formats/quant.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -41,14 +42,7 @@ std::vector<float> round_trip(GGMLType t, const std::vector<float>& x) {
 }
 
 // RMS of the error relative to the RMS of the data.
-double rel_rmse(const std::vector<float>& x, const std::vector<float>& y) {
-    double e = 0, r = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        e += double(x[i] - y[i]) * double(x[i] - y[i]);
-        r += double(x[i]) * double(x[i]);
-    }
-    return std::sqrt(e / r);
-}
+double rel_rmse(const std::vector<float>& x, const std::vector<float>& y) { return minfer::test::rel_error(y, x); }
 
 template <class Block>
 std::vector<float> decode(GGMLType t, const Block& b) {
@@ -369,14 +363,57 @@ TEST_CASE("quant: Q8_K decodes d*qs and its bsums are the 16-wide group sums") {
     CHECK(total_abs_max == 127);  // absmax maps to +-127
 }
 
+namespace {
+
+// Sub-block s's 6-bit scale and min read back byte by byte as the notes describe
+// (the inverse of pack_scale_min above, not quant.h's q4k_scale_min).
+void unpack_scale_min(const uint8_t* sc12, int s, int& sc, int& m) {
+    if (s < 4) {
+        sc = sc12[s] & 63;
+        m = sc12[s + 4] & 63;
+    } else {
+        sc = (sc12[s + 4] & 0xF) | (sc12[s - 4] >> 6) << 4;
+        m = (sc12[s + 4] >> 4) | (sc12[s] >> 6) << 4;
+    }
+}
+
+// Q4_K decoded by the notes' formula, from the block's bytes at any address.
+std::vector<float> reference_q4k(const uint8_t* bytes, int64_t n) {
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int64_t blk = 0; blk < n / 256; ++blk) {
+        BlockQ4_K b;
+        std::memcpy(&b, bytes + blk * sizeof(BlockQ4_K), sizeof b);
+        const float d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+        for (int c = 0; c < 4; ++c) {
+            int sc0, m0, sc1, m1;
+            unpack_scale_min(b.scales, 2 * c, sc0, m0);
+            unpack_scale_min(b.scales, 2 * c + 1, sc1, m1);
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q = b.qs[32 * c + l];
+                y[256 * blk + 64 * c + l] = d * sc0 * static_cast<float>(q & 0xF) - dmin * m0;
+                y[256 * blk + 64 * c + 32 + l] = d * sc1 * static_cast<float>(q >> 4) - dmin * m1;
+            }
+        }
+    }
+    return y;
+}
+
+}  // namespace
+
 TEST_CASE("quant: rows are independent of buffer alignment") {
-    // Q8_0 blocks are 34 bytes, so row data is often only 2-byte aligned.
-    const auto x = normal(256, 5);
-    std::vector<uint8_t> a(ggml_row_bytes(GGMLType::Q4_K, 256) + 1);
-    quantize_row(GGMLType::Q4_K, x.data(), a.data() + 1, 256);
-    std::vector<float> y1(256), y2(256);
-    dequantize_row(GGMLType::Q4_K, a.data() + 1, y1.data(), 256);
+    // Q8_0 blocks are 34 bytes, so row data is often only 2-byte aligned. Both
+    // the misaligned and the aligned copy must decode to the notes' formula
+    // (written out above), not merely to each other.
+    const int64_t n = 512;
+    const auto x = normal(n, 5);
+    std::vector<uint8_t> a(ggml_row_bytes(GGMLType::Q4_K, n) + 1);
+    quantize_row(GGMLType::Q4_K, x.data(), a.data() + 1, n);
+    const auto want = reference_q4k(a.data() + 1, n);
+    std::vector<float> y1(n), y2(n);
+    dequantize_row(GGMLType::Q4_K, a.data() + 1, y1.data(), n);
     std::vector<uint8_t> aligned(a.begin() + 1, a.end());
-    dequantize_row(GGMLType::Q4_K, aligned.data(), y2.data(), 256);
-    CHECK(y1 == y2);
+    dequantize_row(GGMLType::Q4_K, aligned.data(), y2.data(), n);
+    CHECK(y1 == want);
+    CHECK(y2 == want);
+    CHECK(rel_rmse(x, want) < 0.1);  // and the reference is a real decoding of x
 }

@@ -27,6 +27,7 @@
 #include "kernels/formats/quant.h"
 #include "engine/gguf/synth.h"
 #include "engine/text/tokenizer.h"
+#include "../rel_error.h"
 
 using namespace minfer;
 
@@ -231,12 +232,7 @@ std::vector<std::vector<float>> run_logits(const Model& model, const std::vector
 }
 
 double relative_rms(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        num += double(got[i] - want[i]) * (got[i] - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / den);
+    return minfer::test::rel_error(got, want);
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds minfer and the unit tests under the sanitizers (CUDA off) and runs the
+# tests that exercise the engine thread and the HTTP server:
+#
+#   build-asan/  -fsanitize=address,undefined: every unit test (minfer_tests),
+#                test_server.py, test_cli_errors.py and test_generate.py but its
+#                byte-identical mixed workload (pinned to the normal build's float
+#                code: the instrumented build changes one logprob digit)
+#   build-tsan/  -fsanitize=thread: the unit tests that start threads (engine
+#                thread, thread pool) and test_server.py
+#
+#   scripts/test-sanitizers.sh [asan] [tsan]     (both when none is named)
+#
+# Every finding fails the run: the runtimes write their reports under
+# build-*/sanitizer-logs/ (log_path), and a non-empty folder is a failure even
+# when the process that found it was a server the test did not wait for.
+# scripts/test.sh runs this after the main suite (the venv must exist).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="$PWD/.venv/bin/python"
+[ -x "$PY" ] || { echo "test-sanitizers.sh: no .venv (scripts/test.sh makes it)" >&2; exit 2; }
+LAUNCHER=()
+command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+kinds=("$@")
+((${#kinds[@]})) || kinds=(asan tsan)
+
+build() {  # build DIR SANITIZERS [MORE TARGETS]
+  cmake -S . -B "$1" -DMINFER_CUDA=OFF -DMINFER_SANITIZE="$2" \
+    -DMINFER_PYTHON="$PY" "${LAUNCHER[@]}" >/dev/null
+  cmake --build "$1" -j"$(nproc)" --target minfer minfer_tests "${@:3}"
+}
+
+checked() {  # checked LOGDIR COMMAND...: runs it; fails when it fails or left a report
+  local logs=$1 rc=0
+  shift
+  "$@" || rc=$?
+  if compgen -G "$logs/*" >/dev/null; then
+    echo "test-sanitizers.sh: sanitizer reports in $logs:" >&2
+    cat "$logs"/* >&2
+    exit 1
+  fi
+  ((rc == 0)) || { echo "test-sanitizers.sh: failed ($rc): $*" >&2; exit 1; }
+}
+
+run_asan() {
+  build build-asan address,undefined
+  local logs="$PWD/build-asan/sanitizer-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0"
+  export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+  checked "$logs" ./build-asan/tests/minfer_tests
+  MINFER_BIN="$PWD/build-asan/minfer" checked "$logs" \
+    "$PY" -m pytest -q -p no:cacheprovider tests/integration/test_server.py \
+    tests/integration/test_cli_errors.py tests/integration/test_generate.py -k "not byte_identical"
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+}
+
+run_tsan() {
+  build build-tsan thread
+  local logs="$PWD/build-tsan/sanitizer-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  export TSAN_OPTIONS="log_path=$logs/tsan:halt_on_error=0:second_deadlock_stack=1"
+  # The threaded cases only: under TSan the single-threaded engine cases add
+  # minutes and no thread to watch.
+  checked "$logs" ./build-tsan/tests/minfer_tests --test-case='engine thread:*,parallel_for*'
+  MINFER_BIN="$PWD/build-tsan/minfer" checked "$logs" \
+    "$PY" -m pytest -q -p no:cacheprovider tests/integration/test_server.py
+  unset TSAN_OPTIONS
+}
+
+for k in "${kinds[@]}"; do
+  case "$k" in
+    asan) run_asan ;;
+    tsan) run_tsan ;;
+    *) echo "test-sanitizers.sh: unknown '$k' (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
+echo "test-sanitizers.sh: ${kinds[*]} clean"
