@@ -83,7 +83,9 @@ void EngineThread::loop() {
                 RequestOutput gone;
                 gone.request_id = s.id;
                 gone.finished = true;
-                gone.samples.push_back({.finish_reason = "abort"});
+                SampleOutput aborted;
+                aborted.finish_reason = "abort";
+                gone.samples.push_back(std::move(aborted));
                 deliver({gone});
             }
         }
