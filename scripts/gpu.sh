@@ -290,7 +290,7 @@ PROFILE_TABLE_RUNS="llama3-8b:bf16:1 llama3-8b:bf16:1:prefill llama3-8b:bf16:64 
   llama3-8b:bf16:1:fp8 llama3-8b:bf16:1:prefill+fp8 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:1:prefill
   llama3-8b:q4_k_m:64"
 if ((DO_BENCH)); then
-  # One run with a switch of kernels/cuda/env_switch.h off, to compare with the
+  # One run with a switch of kernels/cuda/cuda_options.h off, to compare with the
   # default in the same run: VAR PRESET:DTYPE PATH BATCH.
   bench_switch_off() {
     echo "--- $2 --batch $4 --input-len 512 --output-len 128 ($1=0)"
