@@ -1,5 +1,6 @@
 // minfer_gpu_ops: every op of the CUDA backend against the CPU reference, in
-// the spirit of llama.cpp's test-backend-ops.
+// the spirit of llama.cpp's test-backend-ops. One file on purpose, like
+// test-backend-ops: every op's cases and tolerances side by side.
 //
 // Each case draws fresh random inputs (never zeros), poisons the outputs with
 // NaN on both backends, runs the op on both and prints

@@ -1,5 +1,5 @@
 // jinja2's filters (abs ... wordcount) and their helpers: the table that
-// is_filter and apply_filter look names up in.
+// is_filter and apply_filter look names up in (a catalogue: 620 lines).
 #include "engine/text/chat/jinja_builtins.h"
 
 #include <algorithm>

@@ -1,3 +1,8 @@
+// The Jinja parser: one recursive-descent Parser over the lexer's tokens,
+// statements first, then expressions by precedence (or, and, not, comparisons,
+// filters and tests, arithmetic, unary, postfix, primaries).
+// Over 600 lines on purpose: the grammar is one class whose methods call each
+// other in precedence order; split across files it would read worse.
 #include "engine/text/chat/jinja_parser.h"
 
 #include <algorithm>
