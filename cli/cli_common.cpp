@@ -1,5 +1,7 @@
 #include "cli/cli_common.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include <filesystem>
@@ -10,9 +12,31 @@
 
 namespace minfer::cli {
 
-std::optional<cxxopts::ParseResult> parse_command(cxxopts::Options& opts, int argc, char** argv,
-                                                  const std::vector<std::string>& positional,
-                                                  const std::vector<std::string>& help_groups) {
+cxxopts::Options command_options(const std::string& name, const std::string& description, const std::string& usage) {
+    cxxopts::Options opts("minfer " + name, description);
+    if (!usage.empty()) {
+        opts.custom_help(usage);
+        opts.positional_help("");
+    }
+    opts.add_options()("h,help", "show this help");
+    return opts;
+}
+
+void add_model_file_option(cxxopts::Options& opts, const std::string& name, const std::string& help) {
+    opts.add_options()(name, help, cxxopts::value<std::string>()->default_value(default_model_path()));
+}
+
+int32_t int_option(const cxxopts::ParseResult& args, const std::string& name, int32_t lo, int32_t hi) {
+    const int32_t value = args[name].as<int32_t>();
+    if (value < lo || value > hi)
+        throw UsageError(hi == std::numeric_limits<int32_t>::max() ? fmt::format("--{} must be >= {}", name, lo)
+                                                                    : fmt::format("--{} must be in {}..{}", name, lo, hi));
+    return value;
+}
+
+cxxopts::ParseResult parse_command(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& positional,
+                                   const std::vector<std::string>& help_groups) {
     if (!positional.empty()) opts.parse_positional(positional);
     cxxopts::ParseResult args;
     try {
@@ -22,7 +46,7 @@ std::optional<cxxopts::ParseResult> parse_command(cxxopts::Options& opts, int ar
     }
     if (args.count("help")) {
         std::printf("%s\n", opts.help(help_groups).c_str());
-        return std::nullopt;
+        throw HelpPrinted{};
     }
     if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
     return args;
@@ -66,12 +90,18 @@ void add_engine_options(cxxopts::Options& opts) {
         ("enforce-eager", "never record decode steps as CUDA graphs")
         ("no-prefix-caching", "do not reuse the KV blocks of shared prompt prefixes")
         ("scheduling-policy", "fcfs, priority (lower first) or fair (per user)",
-         cxxopts::value<std::string>()->default_value("fcfs"))
-        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
-        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
+         cxxopts::value<std::string>()->default_value("fcfs"));
     // clang-format on
+    add_device_options(opts, true, "engine");
     add_quantization_option(opts);
     add_kv_cache_dtype_option(opts);
+}
+
+void add_device_options(cxxopts::Options& opts, bool threads, const std::string& group) {
+    opts.add_options(group)("device", "cpu, cuda, or auto (cuda when a GPU is present)",
+                            cxxopts::value<std::string>()->default_value("auto"));
+    if (threads)
+        opts.add_options(group)("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"));
 }
 
 void add_kv_cache_dtype_option(cxxopts::Options& opts) {
@@ -117,17 +147,11 @@ size_t parse_bytes(const std::string& text, const std::string& flag) {
 
 EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     EngineConfig c;
-    c.max_num_seqs = args["max-num-seqs"].as<int32_t>();
-    c.max_num_batched_tokens = args["max-num-batched-tokens"].as<int32_t>();
-    c.max_model_len = args["max-model-len"].as<int32_t>();
-    c.block_size = args["block-size"].as<int32_t>();
-    c.num_kv_blocks = args["num-kv-blocks"].as<int32_t>();
-    if (c.max_num_seqs <= 0 || c.max_num_seqs > 65536) throw UsageError("--max-num-seqs must be in 1..65536");
-    if (c.max_num_batched_tokens <= 0 || c.max_num_batched_tokens > 1 << 20)
-        throw UsageError("--max-num-batched-tokens must be in 1..1048576");
-    if (c.max_model_len < 0) throw UsageError("--max-model-len must be >= 0");
-    if (c.block_size <= 0 || c.block_size > 1024) throw UsageError("--block-size must be in 1..1024");
-    if (c.num_kv_blocks < 0) throw UsageError("--num-kv-blocks must be >= 0");
+    c.max_num_seqs = int_option(args, "max-num-seqs", 1, 65536);
+    c.max_num_batched_tokens = int_option(args, "max-num-batched-tokens", 1, 1 << 20);
+    c.max_model_len = int_option(args, "max-model-len", 0);
+    c.block_size = int_option(args, "block-size", 1, 1024);
+    c.num_kv_blocks = int_option(args, "num-kv-blocks", 0);
     if (args.count("kv-cache-memory")) c.kv_cache_memory = parse_bytes(args["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
     c.gpu_memory_utilization = args["gpu-memory-utilization"].as<double>();
     if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
@@ -147,8 +171,7 @@ std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args) {
     const std::string device = args["device"].as<std::string>();
     if (device != "cpu" && device != "cuda" && device != "auto")
         throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
-    const int32_t threads = args.count("threads") ? args["threads"].as<int32_t>() : 0;
-    if (threads < 0) throw UsageError("--threads must be >= 0");
+    const int32_t threads = args.count("threads") ? int_option(args, "threads", 0) : 0;
     BackendOptions options;
     const std::string quant = args.count("quantization") ? args["quantization"].as<std::string>() : "none";
     if (quant == "fp8")

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cxxopts.hpp>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,12 +19,24 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// The preamble of every subcommand: names the positional arguments, parses,
-// and prints the help (of `help_groups`; all when empty) for --help, returning nullopt then.
-// cxxopts' own parse errors and arguments left over are UsageErrors.
-std::optional<cxxopts::ParseResult> parse_command(cxxopts::Options& opts, int argc, char** argv,
-                                                  const std::vector<std::string>& positional = {},
-                                                  const std::vector<std::string>& help_groups = {});
+// The options of a subcommand: "minfer NAME", what it does, the usage line
+// printed after the name (cxxopts' default when empty), and -h/--help.
+cxxopts::Options command_options(const std::string& name, const std::string& description,
+                                 const std::string& usage = "");
+// The model file a command reads, a positional argument (MODEL) that defaults
+// to the bundled model.
+void add_model_file_option(cxxopts::Options& opts, const std::string& name = "model",
+                           const std::string& help = "GGUF model file");
+
+// --help was given: parse_command printed the help, and main() exits with 0.
+struct HelpPrinted {};
+
+// The preamble of every subcommand: names the positional arguments and parses.
+// For --help it prints the help (of `help_groups`; all when empty) and throws
+// HelpPrinted. cxxopts' own parse errors and arguments left over are UsageErrors.
+cxxopts::ParseResult parse_command(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& positional = {},
+                                   const std::vector<std::string>& help_groups = {});
 
 // --synthetic PRESET[:DTYPE], for every command that takes a model file: a
 // random-weight model (minfer synth --list) built in memory instead.
@@ -36,6 +49,9 @@ GGUFFile open_model_arg(const cxxopts::ParseResult& args, const std::string& fil
 // What every command that runs a model on its own takes besides --device:
 // --synthetic, --quantization and --kv-cache-dtype.
 void add_model_run_options(cxxopts::Options& opts);
+
+// --device (cpu, cuda or auto) and, with threads, --threads, under `group`.
+void add_device_options(cxxopts::Options& opts, bool threads, const std::string& group = "");
 
 // The engine's flags (vLLM's names): --max-num-seqs, --max-num-batched-tokens,
 // --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory,
@@ -58,6 +74,11 @@ std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
 // A model without one and no --chat-template gets a line on stderr: a base
 // model (gemma-3-270m's GGUF, say) was not trained on chatml's turns.
 ChatTemplate chat_template_of(const Model& model, const Tokenizer& tokenizer, const std::string& override_file_or_name);
+
+// An integer flag within lo..hi: otherwise a UsageError, "--NAME must be >= LO"
+// (no upper bound) or "--NAME must be in LO..HI".
+int32_t int_option(const cxxopts::ParseResult& args, const std::string& name, int32_t lo,
+                   int32_t hi = std::numeric_limits<int32_t>::max());
 
 // "4G", "512M", "1048576": a size in bytes (K/M/G/T are powers of 1024).
 size_t parse_bytes(const std::string& text, const std::string& flag);

@@ -16,48 +16,36 @@ namespace minfer::cli {
 namespace {
 
 int bench_latency_cmd(int argc, char** argv) {
-    cxxopts::Options opts("minfer bench latency",
-                          "Prefill and decode speed: medians of several runs after a warm-up, on random token ids.");
-    opts.custom_help("[MODEL] [options]");
-    opts.positional_help("");
+    cxxopts::Options opts = command_options(
+        "bench latency", "Prefill and decode speed: medians of several runs after a warm-up, on random token ids.",
+        "[MODEL] [options]");
+    add_model_file_option(opts);
     // clang-format off
     opts.add_options()
-        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("batch", "sequences decoded together", cxxopts::value<int32_t>()->default_value("1"))
         ("input-len", "prompt tokens per sequence", cxxopts::value<int32_t>()->default_value("128"))
         ("output-len", "tokens generated per sequence", cxxopts::value<int32_t>()->default_value("64"))
         ("repetitions", "measured runs", cxxopts::value<int32_t>()->default_value("5"))
         ("warmup", "unmeasured runs first", cxxopts::value<int32_t>()->default_value("1"))
-        ("device", "cpu, cuda, or auto", cxxopts::value<std::string>()->default_value("auto"))
-        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
         ("enforce-eager", "never record decode steps as CUDA graphs")
         ("profile-steps", "the device profiler collects only the first N decode steps of the last run "
                           "(for ncu --profile-from-start off)", cxxopts::value<int32_t>()->default_value("0"))
         ("profile-prefill", "the device profiler collects the prefill of the last run (for ncu --profile-from-start off)")
-        ("json", "print one JSON object")
-        ("h,help", "show this help");
+        ("json", "print one JSON object");
     // clang-format on
+    add_device_options(opts, true);
     add_model_run_options(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     LatencyOptions o;
-    o.batch = args["batch"].as<int32_t>();
-    o.input_len = args["input-len"].as<int32_t>();
-    o.output_len = args["output-len"].as<int32_t>();
-    o.repetitions = args["repetitions"].as<int32_t>();
-    o.warmup = args["warmup"].as<int32_t>();
+    o.batch = int_option(args, "batch", 1, 4096);
+    o.input_len = int_option(args, "input-len", 1);
+    o.output_len = int_option(args, "output-len", 0);
+    o.repetitions = int_option(args, "repetitions", 1);
+    o.warmup = int_option(args, "warmup", 0);
     o.enforce_eager = args.count("enforce-eager") > 0;
-    o.profile_steps = args["profile-steps"].as<int32_t>();
+    o.profile_steps = int_option(args, "profile-steps", 0, std::max(0, o.output_len - 1));  // the decode steps
     o.profile_prefill = args.count("profile-prefill") > 0;
     o.kv_dtype = kv_cache_dtype_from(args);
-    if (o.batch <= 0 || o.batch > 4096) throw UsageError("--batch must be in 1..4096");
-    if (o.input_len <= 0) throw UsageError("--input-len must be > 0");
-    if (o.output_len < 0) throw UsageError("--output-len must be >= 0");
-    if (o.repetitions <= 0 || o.warmup < 0) throw UsageError("--repetitions must be > 0 and --warmup >= 0");
-    if (o.profile_steps < 0 || o.profile_steps > std::max(0, o.output_len - 1))
-        throw UsageError(fmt::format("--profile-steps must be in 0..{} (the decode steps: --output-len - 1)",
-                                     std::max(0, o.output_len - 1)));
     const std::string path = args.count("synthetic") ? fmt::format("synthetic:{}", args["synthetic"].as<std::string>())
                                                      : args["model"].as<std::string>();
     auto backend = backend_from(args);

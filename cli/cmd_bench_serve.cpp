@@ -177,10 +177,11 @@ void write_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
-    cxxopts::Options opts("minfer bench serve",
-                          "Load-test an OpenAI-compatible server (minfer serve, llama-server, vLLM) and report vLLM's "
-                          "serving metrics (TTFT, TPOT, ITL, E2EL, throughput, goodput).");
-    opts.custom_help("[options]");
+    cxxopts::Options opts = command_options("bench serve",
+                                            "Load-test an OpenAI-compatible server (minfer serve, llama-server, "
+                                            "vLLM) and report vLLM's serving metrics (TTFT, TPOT, ITL, E2EL, "
+                                            "throughput, goodput).",
+                                            "[options]");
     // clang-format off
     opts.add_options()
         ("base-url", "the server", cxxopts::value<std::string>()->default_value("http://127.0.0.1:8000"))
@@ -207,12 +208,9 @@ int cmd_bench_serve(int argc, char** argv) {
         ("result-json", "write the results (vLLM's keys) to FILE", cxxopts::value<std::string>())
         ("plot", "draw TTFT, TPOT and throughput over time as an SVG image to FILE (.svg is added if FILE lacks it)",
             cxxopts::value<std::string>())
-        ("disable-progress", "no progress bar on stderr")
-        ("h,help", "show this help");
+        ("disable-progress", "no progress bar on stderr");
     // clang-format on
-    const auto parsed = parse_command(opts, argc, argv);
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv);
     RunOptions o;
     try {
         o.url = parse_url(args["base-url"].as<std::string>());
@@ -228,21 +226,16 @@ int cmd_bench_serve(int argc, char** argv) {
     o.request_rate = parse_rate(args["request-rate"].as<std::string>());
     o.burstiness = args["burstiness"].as<double>();
     if (!(o.burstiness > 0)) throw UsageError("--burstiness must be > 0");
-    if (args.count("max-concurrency")) {
-        o.max_concurrency = args["max-concurrency"].as<int32_t>();
-        if (o.max_concurrency <= 0) throw UsageError("--max-concurrency must be >= 1");
-    }
+    if (args.count("max-concurrency")) o.max_concurrency = int_option(args, "max-concurrency", 1);
     o.seed = args["seed"].as<uint64_t>();
     o.timeout_s = args["timeout"].as<double>();
     if (!(o.timeout_s > 0)) throw UsageError("--timeout must be > 0 seconds");
     o.progress = args.count("disable-progress") == 0;
     const int64_t num_prompts = args["num-prompts"].as<int64_t>();
     if (num_prompts <= 0 || num_prompts > 10'000'000) throw UsageError("--num-prompts must be in 1..10000000");
-    const int32_t in_len = args["random-input-len"].as<int32_t>();
-    const int32_t out_len = args["random-output-len"].as<int32_t>();
+    const int32_t in_len = int_option(args, "random-input-len", 1);
+    const int32_t out_len = int_option(args, "random-output-len", 1);
     const double range_ratio = args["random-range-ratio"].as<double>();
-    if (in_len <= 0) throw UsageError("--random-input-len must be > 0");
-    if (out_len <= 0) throw UsageError("--random-output-len must be > 0");
     if (!(range_ratio >= 0 && range_ratio < 1)) throw UsageError("--random-range-ratio must be in [0, 1)");
     Slo slo;
     if (args.count("goodput")) {

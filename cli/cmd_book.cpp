@@ -54,25 +54,22 @@ void add_root_option(cxxopts::Options& opts) {
 }
 
 int book_serve(int argc, char** argv) {
-    cxxopts::Options opts("minfer book serve", "Serve the book (pages, Markdown twins, source views, API) from memory.");
+    cxxopts::Options opts =
+        command_options("book serve", "Serve the book (pages, Markdown twins, source views, API) from memory.");
     // clang-format off
     opts.add_options()
         ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
         ("port", "port to listen on (0: any free port, printed at start)", cxxopts::value<int32_t>()->default_value("8080"))
         ("rate-limit", "API requests per minute per client address", cxxopts::value<double>()->default_value("60"))
-        ("rate-burst", "API requests a client may make at once", cxxopts::value<double>()->default_value("30"))
-        ("h,help", "show this help");
+        ("rate-burst", "API requests a client may make at once", cxxopts::value<double>()->default_value("30"));
     // clang-format on
     add_root_option(opts);
-    const auto parsed = parse_command(opts, argc, argv);
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv);
     const std::string host = args["host"].as<std::string>();
     boost::system::error_code ec;
     asio::ip::make_address(host, ec);
     if (ec) throw UsageError("--host must be an IP address, got '" + host + "'");
-    const int32_t port = args["port"].as<int32_t>();
-    if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
+    const int32_t port = int_option(args, "port", 0, 65535);
     book::ApiOptions api_options;
     api_options.requests_per_minute = args["rate-limit"].as<double>();
     api_options.burst = args["rate-burst"].as<double>();
@@ -112,18 +109,15 @@ int book_serve(int argc, char** argv) {
 }
 
 int book_build(int argc, char** argv) {
-    cxxopts::Options opts("minfer book build", "Write the book as a static site; fails on any broken link.");
+    cxxopts::Options opts = command_options("book build", "Write the book as a static site; fails on any broken link.");
     // clang-format off
     opts.add_options()
         ("out", "the folder to write into (created if missing)", cxxopts::value<std::string>())
         ("base-url", "absolute URL the site will live at, for llms.txt (default: site-relative links)",
-         cxxopts::value<std::string>()->default_value(""))
-        ("h,help", "show this help");
+         cxxopts::value<std::string>()->default_value(""));
     // clang-format on
     add_root_option(opts);
-    const auto parsed = parse_command(opts, argc, argv);
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv);
     if (!args.count("out") || args["out"].as<std::string>().empty()) throw UsageError("--out DIR is required");
     std::string base_url = args["base-url"].as<std::string>();
     while (base_url.ends_with('/')) base_url.pop_back();

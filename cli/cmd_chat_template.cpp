@@ -70,11 +70,12 @@ Conversation read_conversation(const std::string& path) {
 }  // namespace
 
 int cmd_chat_template(int argc, char** argv) {
-    cxxopts::Options opts("minfer chat-template",
-                          "Render a chat template for a list of messages and print the prompt exactly (no newline "
-                          "added).\nThe template is a MODEL's own (its tokenizer.chat_template, else chatml), or "
-                          "--template: a Jinja file or a built-in name.");
-    opts.positional_help("[MODEL]");
+    cxxopts::Options opts = command_options(
+        "chat-template",
+        "Render a chat template for a list of messages and print the prompt exactly (no newline added).\nThe "
+        "template is a MODEL's own (its tokenizer.chat_template, else chatml), or --template: a Jinja file or a "
+        "built-in name.",
+        "[MODEL] [options]");
     // clang-format off
     opts.add_options()
         ("model", "GGUF file whose template and BOS/EOS tokens to use", cxxopts::value<std::string>())
@@ -86,12 +87,9 @@ int cmd_chat_template(int argc, char** argv) {
                      "\"tools\" and more template variables", cxxopts::value<std::string>())
         ("add-generation-prompt", "end with the header of the assistant's turn")
         ("print-source", "print the template's Jinja source instead of rendering")
-        ("list", "list the built-in templates")
-        ("h,help", "print this help");
+        ("list", "list the built-in templates");
     // clang-format on
-    const auto parsed = parse_command(opts, argc, argv, {"model"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     if (args.count("list")) {
         for (const auto& name : ChatTemplate::builtin_names()) std::printf("%s\n", name.c_str());
         return 0;

@@ -97,26 +97,23 @@ void progress(size_t done, size_t total, int64_t tokens, double seconds) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-    cxxopts::Options opts("minfer generate",
-                          "Offline batch inference: one OpenAI completion request per input line (an id, a prompt or\n"
-                          "prompt_token_ids, and max_tokens, temperature, top_p, top_k, min_p, seed, stop, n,\n"
-                          "logprobs, echo, logit_bias, ignore_eos, min_tokens, stop_token_ids, priority, user);\n"
-                          "one result per output line, in input order.");
-    opts.custom_help("[MODEL] --input requests.jsonl --output results.jsonl [options]");
-    opts.positional_help("");
+    cxxopts::Options opts = command_options(
+        "generate",
+        "Offline batch inference: one OpenAI completion request per input line (an id, a prompt or\n"
+        "prompt_token_ids, and max_tokens, temperature, top_p, top_k, min_p, seed, stop, n,\n"
+        "logprobs, echo, logit_bias, ignore_eos, min_tokens, stop_token_ids, priority, user);\n"
+        "one result per output line, in input order.",
+        "[MODEL] --input requests.jsonl --output results.jsonl [options]");
+    add_model_file_option(opts);
     // clang-format off
     opts.add_options()
-        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("input", "requests, one JSON object per line", cxxopts::value<std::string>())
         ("output", "results, one JSON object per line ('-': standard output)", cxxopts::value<std::string>())
-        ("trace", "write every step's plan as JSON lines to this file", cxxopts::value<std::string>())
-        ("h,help", "show this help");
+        ("trace", "write every step's plan as JSON lines to this file", cxxopts::value<std::string>());
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
     if (!args.count("input")) throw UsageError("--input is required");
     if (!args.count("output")) throw UsageError("--output is required");
     const EngineConfig config = engine_config_from(args);

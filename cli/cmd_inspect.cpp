@@ -303,21 +303,18 @@ void print_json(const GGUFFile& f, size_t elems) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-    cxxopts::Options opts("minfer inspect",
-                          "Print a GGUF file's header, metadata and tensor table.\n"
-                          "FILE defaults to the bundled model.");
-    opts.positional_help("[FILE]");
+    cxxopts::Options opts = command_options("inspect",
+                                            "Print a GGUF file's header, metadata and tensor table.\n"
+                                            "FILE defaults to the bundled model.",
+                                            "[FILE] [options]");
+    add_model_file_option(opts, "file", "GGUF file");
     // clang-format off
     opts.add_options()
-        ("file", "GGUF file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("json", "print one JSON object instead of text")
-        ("array-elems", "array elements to show", cxxopts::value<size_t>()->default_value("5"))
-        ("h,help", "print this help");
+        ("array-elems", "array elements to show", cxxopts::value<size_t>()->default_value("5"));
     // clang-format on
     add_synthetic_option(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"file"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"file"});
 
     const GGUFFile file = open_model_arg(args, "file");
     const size_t elems = args["array-elems"].as<size_t>();

@@ -16,35 +16,28 @@
 namespace minfer::cli {
 
 int cmd_perplexity(int argc, char** argv) {
-    cxxopts::Options opts("minfer perplexity",
-                          "Perplexity of a model over a text file: chunks of --ctx tokens, the second half of each "
-                          "scored (as llama-perplexity does).");
-    opts.custom_help("[MODEL] --file TEXT [options]");
-    opts.positional_help("");
+    cxxopts::Options opts = command_options("perplexity",
+                                            "Perplexity of a model over a text file: chunks of --ctx tokens, the "
+                                            "second half of each scored (as llama-perplexity does).",
+                                            "[MODEL] --file TEXT [options]");
+    add_model_file_option(opts);
     // clang-format off
     opts.add_options()
-        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("f,file", "the text to score (UTF-8)", cxxopts::value<std::string>())
         ("c,ctx", "tokens per chunk", cxxopts::value<int32_t>()->default_value("512"))
         ("chunks", "score at most this many chunks (0 = all)", cxxopts::value<int32_t>()->default_value("0"))
         ("batch-tokens", "rows per step", cxxopts::value<int32_t>()->default_value("512"))
-        ("json", "print one JSON object: tokens, chunk NLLs, ppl, and the token ids of the text")
-        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
-        ("h,help", "show this help");
+        ("json", "print one JSON object: tokens, chunk NLLs, ppl, and the token ids of the text");
     // clang-format on
+    add_device_options(opts, false);
     add_synthetic_option(opts);
     add_quantization_option(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     if (!args.count("file")) throw UsageError("--file TEXT is required");
     PerplexityOptions po;
-    po.n_ctx = args["ctx"].as<int32_t>();
-    po.max_chunks = args["chunks"].as<int32_t>();
-    const int32_t batch_tokens = args["batch-tokens"].as<int32_t>();
-    if (po.n_ctx < 4) throw UsageError("--ctx must be at least 4");
-    if (po.max_chunks < 0) throw UsageError("--chunks must be >= 0");
-    if (batch_tokens <= 0) throw UsageError("--batch-tokens must be > 0");
+    po.n_ctx = int_option(args, "ctx", 4);
+    po.max_chunks = int_option(args, "chunks", 0);
+    const int32_t batch_tokens = int_option(args, "batch-tokens", 1);
 
     const std::string path = args["file"].as<std::string>();
     std::ifstream in(path, std::ios::binary);

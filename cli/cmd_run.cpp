@@ -35,12 +35,10 @@ std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-    cxxopts::Options opts("minfer run", "Generate text from a prompt (one sequence).");
-    opts.custom_help("[MODEL] [options]");
-    opts.positional_help("");
+    cxxopts::Options opts = command_options("run", "Generate text from a prompt (one sequence).", "[MODEL] [options]");
+    add_model_file_option(opts);
     // clang-format off
     opts.add_options()
-        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("p,prompt", "prompt text (empty: start from BOS alone)", cxxopts::value<std::string>()->default_value(""))
         ("chat", "-p is a user message, rendered with the model's chat template; without -p, a conversation: one user turn per line of stdin")
         ("system", "system message (with --chat)", cxxopts::value<std::string>())
@@ -58,20 +56,15 @@ int cmd_run(int argc, char** argv) {
         ("seed", "random seed (default: a random one)", cxxopts::value<uint64_t>())
         ("ignore-eos", "keep generating past end-of-generation tokens")
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
-        ("device", "cpu, cuda, or auto (cuda when a GPU is present)", cxxopts::value<std::string>()->default_value("auto"))
-        ("threads", "CPU threads (0 = one per core)", cxxopts::value<int32_t>()->default_value("0"))
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
-        ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"))
-        ("h,help", "show this help");
+        ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"));
     // clang-format on
+    add_device_options(opts, true);
     add_model_run_options(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
 
     GenerateOptions gen;
-    gen.max_new_tokens = args["n-predict"].as<int32_t>();
-    if (gen.max_new_tokens < 0) throw UsageError("-n must be >= 0");
+    gen.max_new_tokens = int_option(args, "n-predict", 0);
     SamplingParams& sp = gen.sampling;
     sp.temperature = args["temp"].as<float>();
     sp.top_k = args["top-k"].as<int32_t>();
@@ -83,10 +76,8 @@ int cmd_run(int argc, char** argv) {
     if (args.count("logit-bias"))
         for (const auto& s : args["logit-bias"].as<std::vector<std::string>>()) sp.logit_bias.push_back(parse_logit_bias(s));
     sp.seed = args.count("seed") ? args["seed"].as<uint64_t>() : std::random_device{}();
-    const int32_t batch_tokens = args["batch-tokens"].as<int32_t>();
-    const int32_t block_size = args["block-size"].as<int32_t>();
-    if (batch_tokens <= 0) throw UsageError("--batch-tokens must be > 0");
-    if (block_size <= 0 || block_size > 1024) throw UsageError("--block-size must be in 1..1024");
+    const int32_t batch_tokens = int_option(args, "batch-tokens", 1);
+    const int32_t block_size = int_option(args, "block-size", 1, 1024);
 
     const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
     auto backend = backend_from(args);

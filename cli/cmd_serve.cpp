@@ -15,14 +15,14 @@
 namespace minfer::cli {
 
 int cmd_serve(int argc, char** argv) {
-    cxxopts::Options opts("minfer serve",
-                          "OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize,\n"
-                          "/detokenize, /health, /ready, /metrics. SIGINT/SIGTERM finish the requests in flight, then exit.");
-    opts.custom_help("[MODEL] [options]");
-    opts.positional_help("");
+    cxxopts::Options opts = command_options(
+        "serve",
+        "OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize,\n"
+        "/detokenize, /health, /ready, /metrics. SIGINT/SIGTERM finish the requests in flight, then exit.",
+        "[MODEL] [options]");
+    add_model_file_option(opts);
     // clang-format off
     opts.add_options()
-        ("model", "GGUF model file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
         ("port", "port to listen on (0: any free port, printed at start)", cxxopts::value<int32_t>()->default_value("8000"))
         ("served-model-name", "the model name clients send (default: the file name without .gguf)", cxxopts::value<std::string>())
@@ -34,29 +34,20 @@ int cmd_serve(int argc, char** argv) {
         ("access-log", "log one line a request: client, method and path, status, response id, tokens, "
                        "time to first token, total time")
         ("timeout-keep-alive", "seconds an idle keep-alive connection stays open", cxxopts::value<int32_t>()->default_value("60"))
-        ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"))
-        ("h,help", "show this help");
+        ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"));
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
 
     ServerConfig sc;
     sc.host = args["host"].as<std::string>();
-    const int32_t port = args["port"].as<int32_t>();
-    if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
-    sc.port = uint16_t(port);
+    sc.port = uint16_t(int_option(args, "port", 0, 65535));
     sc.http.max_body_bytes = parse_bytes(args["max-body-bytes"].as<std::string>(), "--max-body-bytes");
     if (sc.http.max_body_bytes == 0) throw UsageError("--max-body-bytes must be > 0");
-    const int32_t max_waiting = args["max-waiting"].as<int32_t>();
-    if (max_waiting < 1) throw UsageError("--max-waiting must be >= 1");
-    sc.max_waiting = size_t(max_waiting);
+    sc.max_waiting = size_t(int_option(args, "max-waiting", 1));
     sc.access_log = args.count("access-log") > 0;
-    const int32_t keep_alive = args["timeout-keep-alive"].as<int32_t>();
-    if (keep_alive < 1) throw UsageError("--timeout-keep-alive must be >= 1");
-    sc.http.idle_timeout = std::chrono::seconds(keep_alive);
+    sc.http.idle_timeout = std::chrono::seconds(int_option(args, "timeout-keep-alive", 1));
     if (args.count("api-key")) sc.api_key = args["api-key"].as<std::string>();
     else if (const char* key = std::getenv("MINFER_API_KEY")) sc.api_key = key;
     boost::system::error_code ec;

@@ -31,10 +31,11 @@ void print_presets() {
 }  // namespace
 
 int cmd_synth(int argc, char** argv) {
-    cxxopts::Options opts("minfer synth",
-                          "Write a GGUF file with deterministic random weights in the shape of a real model,\n"
-                          "with a working (synthetic) tokenizer. Other commands can build the same model in\n"
-                          "memory: --synthetic PRESET[:DTYPE].");
+    cxxopts::Options opts = command_options(
+        "synth",
+        "Write a GGUF file with deterministic random weights in the shape of a real model,\n"
+        "with a working (synthetic) tokenizer. Other commands can build the same model in\n"
+        "memory: --synthetic PRESET[:DTYPE].");
     // clang-format off
     opts.add_options()
         ("preset", "model shape (see --list)", cxxopts::value<std::string>())
@@ -44,17 +45,13 @@ int cmd_synth(int argc, char** argv) {
         ("threads", "generator threads (0: one per core)", cxxopts::value<int>()->default_value("0"))
         ("layers", "keep only the first N blocks (same shapes, fewer layers: for profiling one layer's kernels)",
          cxxopts::value<int32_t>())
-        ("list", "list the presets and exit")
-        ("h,help", "print this help");
+        ("list", "list the presets and exit");
     // clang-format on
-    const auto parsed = parse_command(opts, argc, argv);
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv);
     if (args.count("list")) {
         print_presets();
         return 0;
     }
-    if (!args.unmatched().empty()) throw UsageError("unexpected argument '" + args.unmatched().front() + "'");
     if (!args.count("preset")) throw UsageError("--preset is required (see --list)");
     if (!args.count("output")) throw UsageError("-o FILE is required");
 

@@ -35,24 +35,22 @@ std::string printable_piece(const std::string& piece) {
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
-    cxxopts::Options opts("minfer tokenize",
-                           "Turn text into token ids with the tokenizer of a GGUF file (vocab-only files work).\n"
-                           "MODEL defaults to the bundled model.");
-    opts.positional_help("[MODEL]");
+    cxxopts::Options opts = command_options(
+        "tokenize",
+        "Turn text into token ids with the tokenizer of a GGUF file (vocab-only files work).\n"
+        "MODEL defaults to the bundled model.",
+        "[MODEL] [options]");
+    add_model_file_option(opts, "model", "GGUF file");
     // clang-format off
     opts.add_options()
-        ("model", "GGUF file", cxxopts::value<std::string>()->default_value(default_model_path()))
         ("t,text", "text to tokenize", cxxopts::value<std::string>())
         ("no-bos", "add no special token (no BOS, no EOS)")
         ("parse-special", "turn the texts of special tokens (<|im_start|>, <s>) into those tokens")
         ("json", "print one line: {\"ids\": [...]}")
-        ("batch", "read one JSON string per line on stdin, print one {\"ids\": [...]} line for each")
-        ("h,help", "print this help");
+        ("batch", "read one JSON string per line on stdin, print one {\"ids\": [...]} line for each");
     // clang-format on
     add_synthetic_option(opts);
-    const auto parsed = parse_command(opts, argc, argv, {"model"});
-    if (!parsed) return 0;  // --help
-    const cxxopts::ParseResult& args = *parsed;
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     const bool batch = args.count("batch") > 0;
     if (!args.count("text") && !batch) throw UsageError("--text or --batch is required");
     if (args.count("text") && batch) throw UsageError("--text and --batch exclude each other");

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
         if (cmd == s.name) {
             try {
                 return s.fn(argc - 1, argv + 1);
+            } catch (const minfer::cli::HelpPrinted&) {
+                return 0;
             } catch (const minfer::cli::UsageError& e) {
                 std::fprintf(stderr, "minfer %s: %s\n", s.name, e.what());
                 return 2;
