@@ -1,7 +1,7 @@
 // What the paged-attention kernels share. attention.cu (dispatch and the
 // reference kernel), attention_decode.cu and attention_prefill.cu include it:
 // the pool's element type (float or bf16) and its loads widened to float, the
-// 16-byte cp.async copy of a bf16 K/V tile, the sliding window's first key, the
+// 16-byte cp.async copy of a K/V tile, the sliding window's first key, the
 // online softmax over an m16n8 tile of scores (the prefill kernels and
 // decode_bf16_kernel), the opt-in to more than 48 KB of shared memory; and the
 // launchers attention_decode.cu and attention_prefill.cu give the dispatch.
@@ -33,34 +33,16 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Where a kv head's keys lie in a bf16 pool: the sequence's block table, and
+// Where a kv head's keys lie in the pool: the sequence's block table, and
 // the last key a tile may hold (later ones are zero-filled).
 struct KvTileSource {
     const int32_t* table;
     int32_t block_size;
     int64_t kv_row;  // elements per token: n_kv_heads * head_dim
-    int32_t kvh, hd, hd16;
+    int32_t kvh, hd;
+    int32_t hd_pad;  // the columns a tile row fills: head_dim rounded up (to 8 or 16), zeros past head_dim
     int32_t hi;
 };
-
-// Keys t0..t0+Keys-1 of K and V into rows of ld bf16 (hd16 used), one 16-byte
-// cp.async a piece; keys past src.hi and columns past head_dim are zeros.
-template <int Keys, int Threads>
-__device__ __forceinline__ void load_kv_tile_bf16(const KvTileSource& src, const __nv_bfloat16* k_pool,
-                                                  const __nv_bfloat16* v_pool, int32_t t0, __nv_bfloat16* ks,
-                                                  __nv_bfloat16* vs, int32_t ld) {
-    const int32_t copies16 = src.hd16 / 8, copies = src.hd / 8;
-    for (int32_t i = threadIdx.x; i < Keys * copies16; i += Threads) {
-        const int32_t key = i / copies16, c = i - key * copies16, t = t0 + key;
-        const bool ok = t <= src.hi && c < copies;
-        int64_t off = 0;
-        if (ok)
-            off = (int64_t(src.table[t / src.block_size]) * src.block_size + t % src.block_size) * src.kv_row +
-                  int64_t(src.kvh) * src.hd + c * 8;
-        cp_async16(ks + key * ld + c * 8, k_pool + off, ok);
-        cp_async16(vs + key * ld + c * 8, v_pool + off, ok);
-    }
-}
 
 __device__ __forceinline__ int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 ? max(0, pos - window + 1) : 0;
@@ -94,6 +76,26 @@ __device__ __forceinline__ void load_copy(const bf16* p, float (&f)[8]) {
 // Elements in one 16-byte copy.
 template <class T>
 constexpr int kPerCopy = 16 / int(sizeof(T));
+
+// Keys t0..t0+Keys-1 of K and V into rows of ld pool elements (src.hd_pad
+// used), one 16-byte cp.async a piece; keys past src.hi and columns past
+// head_dim are zeros.
+template <int Keys, int Threads, class T>
+__device__ __forceinline__ void load_kv_tile(const KvTileSource& src, const T* k_pool, const T* v_pool, int32_t t0,
+                                             T* ks, T* vs, int32_t ld) {
+    constexpr int E = kPerCopy<T>;
+    const int32_t copies_pad = src.hd_pad / E, copies = src.hd / E;
+    for (int32_t i = threadIdx.x; i < Keys * copies_pad; i += Threads) {
+        const int32_t key = i / copies_pad, c = i - key * copies_pad, t = t0 + key;
+        const bool ok = t <= src.hi && c < copies;
+        int64_t off = 0;
+        if (ok)
+            off = (int64_t(src.table[t / src.block_size]) * src.block_size + t % src.block_size) * src.kv_row +
+                  int64_t(src.kvh) * src.hd + c * E;
+        cp_async16(ks + key * ld + c * E, k_pool + off, ok);
+        cp_async16(vs + key * ld + c * E, v_pool + off, ok);
+    }
+}
 
 // The two fragment rows of a thread (g8 and g8 + 8 of its warp's m16 tile):
 // their positions and window starts, the keys the warp needs (w_lo..w_hi) and

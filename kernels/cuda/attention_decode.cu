@@ -41,6 +41,24 @@ struct DecodeArgs {
     float* out;
 };
 
+// The keys of split `split` that decode row `row` attends to, lo..hi. When the
+// split holds none (lo > hi), its partial (m, l) is written as empty for the
+// combine, and the block has nothing more to do.
+__device__ __forceinline__ bool decode_split_keys(const DeviceStep& st, const DecodeArgs& a, int32_t row,
+                                                  int32_t split, int32_t head0, int32_t group, int32_t& lo,
+                                                  int32_t& hi) {
+    const int32_t pos = st.positions[row];
+    lo = max(window_first(pos, a.window), split * a.split_len);
+    hi = min(pos, split * a.split_len + a.split_len - 1);
+    if (lo <= hi) return true;
+    if (a.num_splits > 1 && int32_t(threadIdx.x) < group) {
+        float* ml = a.part_ml + ((int64_t(row) * a.heads.n_heads + head0 + threadIdx.x) * a.num_splits + split) * 2;
+        ml[0] = -INFINITY;
+        ml[1] = 0.0f;
+    }
+    return false;
+}
+
 struct DecodePlan {
     int32_t split_len = 0, num_splits = 1;
 };
@@ -85,18 +103,9 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
     T* k_s = reinterpret_cast<T*>(p_s + group * kDecKeys);  // [2][kDecKeys][hd + E]
     T* v_s = k_s + 2 * kDecKeys * ldk;                      // [2][kDecKeys][hd]
 
-    const int32_t pos = st.positions[row];
-    const int32_t lo = max(window_first(pos, a.window), split * a.split_len);
-    const int32_t hi = min(pos, split * a.split_len + a.split_len - 1);
     const int32_t head0 = kvh * group;
-    if (lo > hi) {  // this split holds none of the row's keys
-        if (a.num_splits > 1 && int32_t(threadIdx.x) < group) {
-            float* ml = a.part_ml + ((int64_t(row) * n_heads + head0 + threadIdx.x) * a.num_splits + split) * 2;
-            ml[0] = -INFINITY;
-            ml[1] = 0.0f;
-        }
-        return;
-    }
+    int32_t lo, hi;
+    if (!decode_split_keys(st, a, row, split, head0, group, lo, hi)) return;
 
     const int64_t kv_row = int64_t(a.heads.n_kv_heads) * hd;
     const int32_t* table = st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq;
@@ -355,22 +364,13 @@ __global__ void __launch_bounds__(kDecThreads) decode_bf16_kernel(DeviceStep st,
     bf16* k_s = q_s + (2 * group + 1) * ld;             // [2][kDecMmaKeys][ld]
     bf16* v_s = k_s + 2 * kDecMmaKeys * ld;             // [2][kDecMmaKeys][ld]
 
-    const int32_t pos = st.positions[row];
-    const int32_t lo = max(window_first(pos, a.window), split * a.split_len);
-    const int32_t hi = min(pos, split * a.split_len + a.split_len - 1);
-    if (lo > hi) {  // this split holds none of the row's keys
-        if (a.num_splits > 1 && int32_t(threadIdx.x) < group) {
-            float* ml = a.part_ml + ((int64_t(row) * n_heads + head0 + threadIdx.x) * a.num_splits + split) * 2;
-            ml[0] = -INFINITY;
-            ml[1] = 0.0f;
-        }
-        return;
-    }
+    int32_t lo, hi;
+    if (!decode_split_keys(st, a, row, split, head0, group, lo, hi)) return;
 
     const KvTileSource src{st.block_tables + int64_t(st.row_seq[row]) * st.max_blocks_per_seq, bs,
                            int64_t(a.heads.n_kv_heads) * hd, kvh, hd, hd16, hi};
     auto load_tile = [&](int stage, int32_t t0) {
-        load_kv_tile_bf16<kDecMmaKeys, kDecThreads>(src, k_pool, v_pool, t0, k_s + stage * kDecMmaKeys * ld, v_s + stage * kDecMmaKeys * ld, ld);
+        load_kv_tile<kDecMmaKeys, kDecThreads>(src, k_pool, v_pool, t0, k_s + stage * kDecMmaKeys * ld, v_s + stage * kDecMmaKeys * ld, ld);
     };
 
     const int32_t ntiles = (hi - lo + kDecMmaKeys) / kDecMmaKeys;

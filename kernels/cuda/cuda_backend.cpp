@@ -4,6 +4,11 @@
 //
 // Everything runs in order on one non-blocking stream; upload and download
 // wait for it, so to the caller they are synchronous.
+//
+// Over 600 lines, as one class: weight upload, the step's arrays, the ops and
+// the graph recordings all share the stream, the device buffers and the
+// recordings' invalidation (workspace_moved), which a split would have to
+// expose in a header of private state.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cuda_profiler_api.h>
@@ -158,51 +163,12 @@ public:
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+    // A shard is uploaded as a matrix of its own, straight from the parent's
+    // rows: every upload is a pitched copy, which reads a column shard's pieces
+    // of the rows at the parent's row stride (a whole matrix: its own).
     std::unique_ptr<PackedWeight> pack_weight(const WeightView& v, const ShardSpec& shard = {}) override {
-        if (shard.count != 1 || shard.index != 0) return pack_shard(v, shard);
-        auto w = std::make_unique<CudaWeight>();
-        w->name = v.name;
-        w->type = v.type;
-        w->rows = v.rows;
-        w->cols = v.cols;
-        w->dtype = dtype_of(v);
-        // The layers' GEMMs that read bf16 activations from which row count on (see bf16_copy_target).
-        if (v.name.rfind("blk.", 0) == 0 && w->dtype == DType::BF16 && !converts_to_fp8(v))
-            bf16_copy_min_rows_ = std::min(bf16_copy_min_rows_, quant_type_of(v.type) ? cuda::kQuantMmaMaxRows + 1
-                                                                                      : kDenseGemvMaxRows + 1);
-        if ((w->quant = quant_type_of(v.type))) {
-            // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
-            if (v.cols % cuda::quant_block_elems(*w->quant))
-                throw std::invalid_argument("cuda: weight '" + v.name + "' has rows that are not whole blocks");
-            w->ld = v.cols;  // a multiple of 32
-            // Padded to 16 bytes: the GEMV reads whole 16-byte words.
-            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols), padded = (bytes + 15) / 16 * 16;
-            w->data = alloc(padded);
-            CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(w->data) + bytes, 0, padded - bytes, stream_));
-            CUDA_CHECK(cudaMemcpyAsync(w->data, v.data, bytes, cudaMemcpyHostToDevice, stream_));
-            const size_t widened = size_t(v.rows) * w->ld * 2;
-            if (widened > scratch_bytes_) {
-                synchronize();
-                free(scratch_);
-                scratch_ = alloc(widened);
-                scratch_bytes_ = widened;
-            }
-            synchronize();
-            return w;
-        }
-        if (converts_to_fp8(v)) {
-            pack_fp8(*w, v);
-            return w;
-        }
-        w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
-        const size_t elem = w->dtype == DType::F32 ? 4 : 2;
-        const size_t bytes = size_t(v.rows) * w->ld * elem;
-        w->data = alloc(bytes);
-        if (w->ld != v.cols) CUDA_CHECK(cudaMemsetAsync(w->data, 0, bytes, stream_));
-        CUDA_CHECK(cudaMemcpy2DAsync(w->data, w->ld * elem, v.data, v.cols * elem, v.cols * elem, v.rows,
-                                     cudaMemcpyHostToDevice, stream_));
-        synchronize();
-        return w;
+        const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
+        return upload_weight(WeightView{v.name, v.type, r.rows, r.cols, v.data + r.offset}, r.row_stride);
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
@@ -472,18 +438,53 @@ private:
     // --quantization fp8 converts the transformer layers' dense matrices ("blk.*";
     // not the embedding table nor the LM head, as vLLM) whose rows are whole
     // 16-byte words, as cuBLASLt's FP8 kernels need; the others load as usual.
-    // A shard is packed as a matrix of its own: its rows (a column shard's
-    // pieces of the parent's rows, at the parent's stride) are gathered into
-    // one contiguous host copy, which the whole-matrix path then uploads
-    // (and converts, for fp8) as it does any weight.
-    std::unique_ptr<PackedWeight> pack_shard(const WeightView& v, const ShardSpec& shard) {
-        const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
-        std::vector<uint8_t> rows(size_t(r.rows) * r.row_bytes);
-        for (int64_t i = 0; i < r.rows; ++i)
-            std::memcpy(rows.data() + size_t(i) * r.row_bytes, v.data + r.offset + size_t(i) * r.row_stride,
-                        r.row_bytes);
-        const WeightView part{v.name, v.type, r.rows, r.cols, rows.data()};
-        return pack_weight(part, ShardSpec{});  // synchronous: `rows` may go once it returns
+    // The matrix v, its rows `pitch` bytes apart in host memory.
+    std::unique_ptr<PackedWeight> upload_weight(const WeightView& v, size_t pitch) {
+        auto w = std::make_unique<CudaWeight>();
+        w->name = v.name;
+        w->type = v.type;
+        w->rows = v.rows;
+        w->cols = v.cols;
+        w->dtype = dtype_of(v);
+        // The layers' GEMMs that read bf16 activations from which row count on (see bf16_copy_target).
+        if (v.name.rfind("blk.", 0) == 0 && w->dtype == DType::BF16 && !converts_to_fp8(v))
+            bf16_copy_min_rows_ = std::min(bf16_copy_min_rows_, quant_type_of(v.type) ? cuda::kQuantMmaMaxRows + 1
+                                                                                      : kDenseGemvMaxRows + 1);
+        if ((w->quant = quant_type_of(v.type))) {
+            // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
+            if (v.cols % cuda::quant_block_elems(*w->quant))
+                throw std::invalid_argument("cuda: weight '" + v.name + "' has rows that are not whole blocks");
+            w->ld = v.cols;  // a multiple of 32
+            // Padded to 16 bytes: the GEMV reads whole 16-byte words.
+            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols), padded = (bytes + 15) / 16 * 16;
+            w->data = alloc(padded);
+            CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(w->data) + bytes, 0, padded - bytes, stream_));
+            const size_t row_bytes = ggml_row_bytes(v.type, v.cols);
+            CUDA_CHECK(cudaMemcpy2DAsync(w->data, row_bytes, v.data, pitch, row_bytes, v.rows, cudaMemcpyHostToDevice,
+                                         stream_));
+            const size_t widened = size_t(v.rows) * w->ld * 2;
+            if (widened > scratch_bytes_) {
+                synchronize();
+                free(scratch_);
+                scratch_ = alloc(widened);
+                scratch_bytes_ = widened;
+            }
+            synchronize();
+            return w;
+        }
+        if (converts_to_fp8(v)) {
+            pack_fp8(*w, v, pitch);
+            return w;
+        }
+        w->ld = w->dtype == DType::F32 ? v.cols : (v.cols + 7) / 8 * 8;
+        const size_t elem = w->dtype == DType::F32 ? 4 : 2;
+        const size_t bytes = size_t(v.rows) * w->ld * elem;
+        w->data = alloc(bytes);
+        if (w->ld != v.cols) CUDA_CHECK(cudaMemsetAsync(w->data, 0, bytes, stream_));
+        CUDA_CHECK(cudaMemcpy2DAsync(w->data, w->ld * elem, v.data, pitch, v.cols * elem, v.rows,
+                                     cudaMemcpyHostToDevice, stream_));
+        synchronize();
+        return w;
     }
 
     bool converts_to_fp8(const WeightView& v) const {
@@ -493,7 +494,7 @@ private:
     }
 
     // Uploads the weight as it is into a temporary buffer and converts it on the device.
-    void pack_fp8(CudaWeight& w, const WeightView& v) {
+    void pack_fp8(CudaWeight& w, const WeightView& v, size_t pitch) {
         const size_t elem = w.dtype == DType::F32 ? 4 : 2;
         const size_t count = size_t(v.rows) * size_t(v.cols);
         void* staged = alloc(count * elem);
@@ -501,7 +502,8 @@ private:
             w.ld = v.cols;
             w.data = alloc(count + 16);  // then the scale and an amax scratch (count is a multiple of 16)
             w.fp8_scale = reinterpret_cast<float*>(static_cast<uint8_t*>(w.data) + count);
-            CUDA_CHECK(cudaMemcpyAsync(staged, v.data, count * elem, cudaMemcpyHostToDevice, stream_));
+            CUDA_CHECK(cudaMemcpy2DAsync(staged, size_t(v.cols) * elem, v.data, pitch, size_t(v.cols) * elem, v.rows,
+                                         cudaMemcpyHostToDevice, stream_));
             cuda::launch_fp8_quantize_weight(staged, w.dtype, v.rows, v.cols, static_cast<uint8_t*>(w.data),
                                              w.fp8_scale, w.fp8_scale + 1, stream_);
             synchronize();

@@ -16,12 +16,15 @@ namespace minfer::cuda {
 
 }  // namespace minfer::cuda
 
-#define CUDA_CHECK(call)                                                                       \
-    do {                                                                                       \
-        const cudaError_t err_ = (call);                                                       \
-        if (err_ != cudaSuccess)                                                               \
-            ::minfer::cuda::throw_error(#call, cudaGetErrorString(err_), __FILE__, __LINE__);  \
+// A call returning a status: anything but `ok` throws, with describe(status).
+#define MINFER_CHECK_STATUS(call, ok, describe)                                        \
+    do {                                                                               \
+        const auto status_ = (call);                                                   \
+        if (status_ != (ok))                                                           \
+            ::minfer::cuda::throw_error(#call, describe(status_), __FILE__, __LINE__); \
     } while (0)
+
+#define CUDA_CHECK(call) MINFER_CHECK_STATUS(call, cudaSuccess, cudaGetErrorString)
 
 // After a <<<...>>> launch: a bad configuration shows up here; faults inside
 // the kernel show up at the next synchronizing call.

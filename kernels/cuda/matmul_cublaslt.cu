@@ -27,12 +27,7 @@
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
-#define CUBLAS_CHECK(call)                                                                           \
-    do {                                                                                             \
-        const cublasStatus_t st_ = (call);                                                           \
-        if (st_ != CUBLAS_STATUS_SUCCESS)                                                            \
-            ::minfer::cuda::throw_error(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__);    \
-    } while (0)
+#define CUBLAS_CHECK(call) MINFER_CHECK_STATUS(call, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
 
 namespace minfer::cuda {
 
