@@ -61,6 +61,16 @@ export function slider({ label, min, max, step = 1, value, onInput, show = Strin
     return { element: wrap, input, set(v) { input.value = v; update(); } };
 }
 
+// A slider whose stops are a list of numbers: it shows the number at the stop
+// and gives onInput the number, not the stop's index.
+export function listSlider({ label, values, value, onInput }) {
+    return slider({
+        label, min: 0, max: values.length - 1, value: values.indexOf(value),
+        show: (i) => formatNumber(values[i]),
+        onInput: (i) => onInput(values[i]),
+    });
+}
+
 // A labelled <select>; choices are [value, text] pairs. onChange gets the value string.
 export function select({ label, choices, value, onChange }) {
     const id = controlId("select");

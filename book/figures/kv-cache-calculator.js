@@ -4,7 +4,7 @@
 //
 //   KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per element
 import {
-    svg, html, figureRoot, drawing, scroller, slider, select, toggle, controls,
+    svg, html, figureRoot, drawing, scroller, listSlider, select, toggle, controls,
     formatNumber, formatBytes, formatSignificant,
 } from "./kit.js";
 
@@ -70,15 +70,13 @@ export default function mount(element, options = {}) {
         label: "Block size (tokens)", value: state.blockSize, choices: BLOCK_SIZES.map((b) => [b, String(b)]),
         onChange: (b) => { state.blockSize = Number(b); render(); },
     });
-    const contextSlider = slider({
-        label: "Context length (tokens)", min: 0, max: CONTEXTS.length - 1, value: CONTEXTS.indexOf(state.context),
-        show: (i) => formatNumber(CONTEXTS[i]),
-        onInput: (i) => { state.context = CONTEXTS[i]; render(); },
+    const contextSlider = listSlider({
+        label: "Context length (tokens)", values: CONTEXTS, value: state.context,
+        onInput: (context) => { state.context = context; render(); },
     });
-    const batchSlider = slider({
-        label: "Batch (sequences)", min: 0, max: BATCHES.length - 1, value: BATCHES.indexOf(state.batch),
-        show: (i) => formatNumber(BATCHES[i]),
-        onInput: (i) => { state.batch = BATCHES[i]; render(); },
+    const batchSlider = listSlider({
+        label: "Batch (sequences)", values: BATCHES, value: state.batch,
+        onInput: (batch) => { state.batch = batch; render(); },
     });
 
     const formula = html("p", { class: "lk-formula" });

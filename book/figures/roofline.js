@@ -5,7 +5,7 @@
 // each sequence reads its own K/V, so the intensity levels off below
 // FLOPs / K/V bytes per token, which the context length and the K/V dtype set.
 import {
-    svg, html, figureRoot, drawing, scroller, slider, toggle, controls, logScale,
+    svg, html, figureRoot, drawing, scroller, listSlider, toggle, controls, logScale,
     formatNumber, formatSignificant, formatTick, loadJSON, showError,
 } from "./kit.js";
 
@@ -60,15 +60,13 @@ function build(root, data, options) {
     picture.append(dynamic);
 
     const readout = html("p", { class: "lk-readout", "aria-live": "polite" });
-    const batchSlider = slider({
-        label: "Decode batch size", min: 0, max: BATCHES.length - 1, value: BATCHES.indexOf(state.batch),
-        show: (index) => formatNumber(BATCHES[index]),
-        onInput: (index) => { state.batch = BATCHES[index]; render(); },
+    const batchSlider = listSlider({
+        label: "Decode batch size", values: BATCHES, value: state.batch,
+        onInput: (batch) => { state.batch = batch; render(); },
     });
-    const contextSlider = slider({
-        label: "Context per sequence (tokens)", min: 0, max: CONTEXTS.length - 1, value: CONTEXTS.indexOf(state.context),
-        show: (index) => formatNumber(CONTEXTS[index]),
-        onInput: (index) => { state.context = CONTEXTS[index]; render(); },
+    const contextSlider = listSlider({
+        label: "Context per sequence (tokens)", values: CONTEXTS, value: state.context,
+        onInput: (context) => { state.context = context; render(); },
     });
     const precisionToggle = toggle({
         label: "Weights and GEMMs", choices: [["bf16", "bf16"], ["fp8", "FP8"]], value: state.precision,

@@ -2,11 +2,23 @@
 
 #include "book/site/html.h"
 
+#include <utility>
+
 namespace minfer::book {
 
 namespace {
 
 std::string badge_html() { return "<p class=\"badge\">In preparation</p>\n"; }
+
+// Every page starts from its URL path, title and description; the callers add
+// the content and the .md twin.
+BookPage titled_page(std::string path, std::string title, std::string description) {
+    BookPage p;
+    p.frame.path = std::move(path);
+    p.frame.title = std::move(title);
+    p.frame.description = std::move(description);
+    return p;
+}
 
 std::string section_list_html(const Chapter& c) {
     std::string h = "<ol class=\"section-list\">\n";
@@ -47,10 +59,7 @@ RenderedMarkdown PageBuilder::render(std::string_view markdown, const std::strin
 }
 
 BookPage PageBuilder::home() {
-    BookPage p;
-    p.frame.path = "/";
-    p.frame.title = book_.title;
-    p.frame.description = book_.summary;
+    BookPage p = titled_page("/", book_.title, book_.summary);
     std::string& h = p.frame.content;
     h = "<h1>" + html_escape(book_.title) + "</h1>\n";
     if (!book_.subtitle.empty()) h += "<p class=\"subtitle\">" + html_escape(book_.subtitle) + "</p>\n";
@@ -71,10 +80,7 @@ BookPage PageBuilder::home() {
 
 BookPage PageBuilder::chapter(const Chapter& c) {
     const RenderedMarkdown r = render(c.markdown, "book/content/" + c.slug + "/index.md");
-    BookPage p;
-    p.frame.path = chapter_path(c);
-    p.frame.title = std::to_string(c.number) + ". " + c.title;
-    p.frame.description = c.summary;
+    BookPage p = titled_page(chapter_path(c), std::to_string(c.number) + ". " + c.title, c.summary);
     p.frame.content = "<p class=\"kicker\">Chapter " + std::to_string(c.number) + "</p>\n<article>\n" + r.html +
                       "</article>\n<h2>Sections</h2>\n" + section_list_html(c);
     p.markdown = r.markdown + "\n## Sections\n\n" + section_list_markdown(c);
@@ -83,10 +89,7 @@ BookPage PageBuilder::chapter(const Chapter& c) {
 
 BookPage PageBuilder::section(const Chapter& c, const Section& s) {
     const RenderedMarkdown r = render(s.markdown, "book/content/" + c.slug + "/" + s.slug + ".md");
-    BookPage p;
-    p.frame.path = section_path(c, s);
-    p.frame.title = s.title;
-    p.frame.description = s.summary;
+    BookPage p = titled_page(section_path(c, s), s.title, s.summary);
     p.frame.content = "<p class=\"kicker\"><a href=\"" + chapter_path(c) + "\">Chapter " + std::to_string(c.number) +
                       ". " + html_escape(c.title) + "</a></p>\n" + (s.written ? "" : badge_html()) + "<article>\n" +
                       r.html + "</article>\n";
@@ -95,10 +98,7 @@ BookPage PageBuilder::section(const Chapter& c, const Section& s) {
 }
 
 BookPage PageBuilder::glossary() {
-    BookPage p;
-    p.frame.path = "/chapters/glossary";
-    p.frame.title = "Glossary";
-    p.frame.description = "Every term the book uses, with a short definition.";
+    BookPage p = titled_page("/chapters/glossary", "Glossary", "Every term the book uses, with a short definition.");
     std::string& h = p.frame.content;
     h = "<h1>Glossary</h1>\n"
         "<p class=\"glossary-search\" hidden><label>Filter terms <input type=\"search\" id=\"glossary-filter\" "
@@ -132,10 +132,8 @@ BookPage PageBuilder::glossary() {
 }
 
 BookPage PageBuilder::reading() {
-    BookPage p;
-    p.frame.path = "/chapters/reading";
-    p.frame.title = "Further reading";
-    p.frame.description = "Papers, posts and code worth reading next, grouped by topic.";
+    BookPage p = titled_page("/chapters/reading", "Further reading",
+                             "Papers, posts and code worth reading next, grouped by topic.");
     std::string& h = p.frame.content;
     h = "<h1>Further reading</h1>\n";
     p.markdown = "# Further reading\n\n";
@@ -165,20 +163,14 @@ BookPage PageBuilder::reading() {
 
 BookPage PageBuilder::page(const Page& pg) {
     const RenderedMarkdown r = render(pg.markdown, "book/content/pages/" + pg.slug + ".md");
-    BookPage p;
-    p.frame.path = "/" + pg.slug;
-    p.frame.title = pg.title;
-    p.frame.description = pg.title + " · " + book_.title;
+    BookPage p = titled_page("/" + pg.slug, pg.title, pg.title + " · " + book_.title);
     p.frame.content = "<article>\n" + r.html + "</article>\n";
     p.markdown = r.markdown;
     return p;
 }
 
 BookPage PageBuilder::figure(const FigureSpec& f) {
-    BookPage p;
-    p.frame.path = "/figures/" + f.id;
-    p.frame.title = f.title;
-    p.frame.description = f.caption.empty() ? f.title : f.caption;
+    BookPage p = titled_page("/figures/" + f.id, f.title, f.caption.empty() ? f.title : f.caption);
     p.frame.content = "<h1>" + html_escape(f.title) + "</h1>\n" + figure_html(f);
     p.markdown = "# " + f.title + "\n\n" + (f.caption.empty() ? "" : f.caption + "\n\n") +
                  "This figure is interactive: open /figures/" + f.id + " in a browser with JavaScript.\n";

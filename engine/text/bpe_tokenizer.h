@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/text/pretokenizer.h"
@@ -33,14 +32,8 @@ private:
     void encode_word(std::string_view word, std::vector<int32_t>& out) const;
     int32_t find_token(std::string_view text) const;
 
-    struct StringHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
-    using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-
-    StringMap token_ids_;    // piece -> id (the first id, should a piece repeat)
-    StringMap merge_ranks_;  // "left right" -> rank
+    StringIdMap token_ids_;    // piece -> id (the first id, should a piece repeat)
+    StringIdMap merge_ranks_;  // "left right" -> rank
     RegexSplitter splitter_;
     bool ignore_merges_ = false;
 };

@@ -20,18 +20,20 @@ constexpr uint32_t kScore = 2;
 constexpr uint32_t kType = 3;
 }  // namespace sentence_piece
 
+// A special token is written as two fields: its id and its piece.
+struct SpecialFields {
+    uint32_t id;
+    uint32_t piece;
+};
+
 namespace trainer_spec {
 constexpr uint32_t kModelType = 3;
 constexpr uint32_t kVocabSize = 4;
 constexpr uint32_t kByteFallback = 35;
-constexpr uint32_t kUnkId = 40;
-constexpr uint32_t kBosId = 41;
-constexpr uint32_t kEosId = 42;
-constexpr uint32_t kPadId = 43;
-constexpr uint32_t kUnkPiece = 45;
-constexpr uint32_t kBosPiece = 46;
-constexpr uint32_t kEosPiece = 47;
-constexpr uint32_t kPadPiece = 48;
+constexpr SpecialFields kUnk{.id = 40, .piece = 45};
+constexpr SpecialFields kBos{.id = 41, .piece = 46};
+constexpr SpecialFields kEos{.id = 42, .piece = 47};
+constexpr SpecialFields kPad{.id = 43, .piece = 48};
 }  // namespace trainer_spec
 
 namespace normalizer_spec {
@@ -87,11 +89,10 @@ private:
 
 // The piece of a special id, for the *_piece fields (sentencepiece looks the
 // special tokens up by piece, not by id).
-void write_special(ProtoWriter& w, const ModelSpec& spec, int32_t id, uint32_t id_field,
-                   uint32_t piece_field) {
-    w.int32_field(id_field, id);
+void write_special(ProtoWriter& w, const ModelSpec& spec, int32_t id, SpecialFields fields) {
+    w.int32_field(fields.id, id);
     if (id >= 0 && static_cast<size_t>(id) < spec.pieces.size())
-        w.bytes_field(piece_field, spec.pieces[static_cast<size_t>(id)].piece);
+        w.bytes_field(fields.piece, spec.pieces[static_cast<size_t>(id)].piece);
 }
 
 }  // namespace
@@ -111,10 +112,10 @@ std::string serialize_model_proto(const ModelSpec& spec) {
     trainer.varint_field(trainer_spec::kModelType, static_cast<uint64_t>(spec.model_type));
     trainer.int32_field(trainer_spec::kVocabSize, static_cast<int32_t>(spec.pieces.size()));
     trainer.bool_field(trainer_spec::kByteFallback, spec.byte_fallback);
-    write_special(trainer, spec, spec.unk_id, trainer_spec::kUnkId, trainer_spec::kUnkPiece);
-    write_special(trainer, spec, spec.bos_id, trainer_spec::kBosId, trainer_spec::kBosPiece);
-    write_special(trainer, spec, spec.eos_id, trainer_spec::kEosId, trainer_spec::kEosPiece);
-    write_special(trainer, spec, spec.pad_id, trainer_spec::kPadId, trainer_spec::kPadPiece);
+    write_special(trainer, spec, spec.unk_id, trainer_spec::kUnk);
+    write_special(trainer, spec, spec.bos_id, trainer_spec::kBos);
+    write_special(trainer, spec, spec.eos_id, trainer_spec::kEos);
+    write_special(trainer, spec, spec.pad_id, trainer_spec::kPad);
     model.bytes_field(model_proto::kTrainerSpec, trainer.bytes());
 
     ProtoWriter normalizer;

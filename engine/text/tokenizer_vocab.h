@@ -5,14 +5,24 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace minfer {
 
 class GGUFFile;
+
+// A map from token text to a number (an id, a merge rank) that the tokenizers
+// look up by string_view, without building a std::string per lookup.
+struct TransparentStringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using StringIdMap = std::unordered_map<std::string, int32_t, TransparentStringHash, std::equal_to<>>;
 
 // tokenizer.ggml.token_type; sentencepiece's piece types use the same numbers.
 enum class TokenType : int32_t {

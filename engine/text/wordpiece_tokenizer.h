@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/text/tokenizer.h"
@@ -33,11 +32,7 @@ private:
     std::string token_bytes(int32_t id) const override;
     void encode_word(const std::string& word, std::vector<int32_t>& out) const;
 
-    struct StringHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
-    std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_ids_;
+    StringIdMap token_ids_;
     size_t max_token_bytes_ = 0;
     int32_t unk_id_ = -1;
     int32_t sep_id_ = -1;

@@ -32,19 +32,11 @@ void widen_row(const MatmulWeight& w, int64_t r, float* out) {
             for (; k + 8 <= K; k += 8)
                 _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * k))));
 #endif
-            for (; k < K; ++k) {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * k, 2);
-                out[k] = fp16_to_f32(h);
-            }
+            for (; k < K; ++k) out[k] = fp16_to_f32(load_half_bits(p + 2 * k));
             return;
         }
         case GGMLType::BF16:
-            for (int64_t k = 0; k < K; ++k) {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * k, 2);
-                out[k] = bf16_to_f32(h);
-            }
+            for (int64_t k = 0; k < K; ++k) out[k] = bf16_to_f32(load_half_bits(p + 2 * k));
             return;
         default: dequantize_row(w.type, p, out, K); return;
     }

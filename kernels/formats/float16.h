@@ -44,4 +44,14 @@ inline uint16_t f32_to_fp16(float f) {
     return sign | static_cast<uint16_t>(r >> 13);
 }
 
+// The bits of a half or bfloat16 as a row stores them, at an address with no
+// alignment promised.
+inline uint16_t load_half_bits(const void* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return h;
+}
+
+inline void store_half_bits(void* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
 }  // namespace minfer

@@ -145,11 +145,16 @@ void minmax(const float* x, int n, float& lo, float& hi) {
     lo = hi = x[0];
     for (int i = 1; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
 }
-void quant_q4_1(const float* x, BlockQ4_1& b) {
+// Sets b.m to the block minimum and b.d to the step of `top` levels above it.
+template <class Block>
+void set_min_and_step(const float* x, Block& b, float top) {
     float lo, hi;
     minmax(x, kQK, lo, hi);
     b.m = to_half(lo);
-    b.d = scale_half((hi - half(b.m)) / 15.0f, 15.0f);
+    b.d = scale_half((hi - half(b.m)) / top, top);
+}
+void quant_q4_1(const float* x, BlockQ4_1& b) {
+    set_min_and_step(x, b, 15.0f);
     const float d = half(b.d), m = half(b.m);
     for (int j = 0; j < kQK; ++j) set_nibble32(b.qs, j, d == 0.0f ? 0 : clampi(nearest_int((x[j] - m) / d), 0, 15));
 }
@@ -163,10 +168,7 @@ void dequant_q5_1(const BlockQ5_1& b, float* y) {
     }
 }
 void quant_q5_1(const float* x, BlockQ5_1& b) {
-    float lo, hi;
-    minmax(x, kQK, lo, hi);
-    b.m = to_half(lo);
-    b.d = scale_half((hi - half(b.m)) / 31.0f, 31.0f);
+    set_min_and_step(x, b, 31.0f);
     const float d = half(b.d), m = half(b.m);
     uint32_t qh = 0;
     for (int j = 0; j < kQK; ++j) {
@@ -325,14 +327,21 @@ void quant_k_affine(const float* x, int qmax, uint16_t& d_bits, uint16_t& dmin_b
 int q4k_low(const uint8_t* qs, int i) { return (qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) % 2))) & 0xF; }
 void set_q4k_low(uint8_t* qs, int i, int q) { qs[32 * (i / 64) + i % 32] |= static_cast<uint8_t>((q & 0xF) << (4 * ((i / 32) % 2))); }
 
-void dequant_q4_k(const BlockQ4_K& b, float* y) {
+// Q4_K/Q5_K: weight i, in sub-block s, is a*q - c with q = level(i, s) and
+// (a, c) the sub-block's scale and min.
+template <class Block, class Level>
+void dequant_affine_k(const Block& b, float* y, Level level) {
     const float d = half(b.d), dmin = half(b.dmin);
     for (int s = 0; s < 8; ++s) {
         uint8_t sc, m;
         q4k_scale_min(b.scales, s, sc, m);
         const float a = d * static_cast<float>(sc), c = dmin * static_cast<float>(m);
-        for (int i = 32 * s; i < 32 * s + 32; ++i) y[i] = a * static_cast<float>(q4k_low(b.qs, i)) - c;
+        for (int i = 32 * s; i < 32 * s + 32; ++i) y[i] = a * static_cast<float>(level(i, s)) - c;
     }
+}
+
+void dequant_q4_k(const BlockQ4_K& b, float* y) {
+    dequant_affine_k(b, y, [&](int i, int) { return q4k_low(b.qs, i); });
 }
 void quant_q4_k(const float* x, BlockQ4_K& b) {
     int q[kQK_K];
@@ -342,16 +351,7 @@ void quant_q4_k(const float* x, BlockQ4_K& b) {
 }
 
 void dequant_q5_k(const BlockQ5_K& b, float* y) {
-    const float d = half(b.d), dmin = half(b.dmin);
-    for (int s = 0; s < 8; ++s) {
-        uint8_t sc, m;
-        q4k_scale_min(b.scales, s, sc, m);
-        const float a = d * static_cast<float>(sc), c = dmin * static_cast<float>(m);
-        for (int i = 32 * s; i < 32 * s + 32; ++i) {
-            const int q = q4k_low(b.qs, i) | (((b.qh[i % 32] >> s) & 1) << 4);
-            y[i] = a * static_cast<float>(q) - c;
-        }
-    }
+    dequant_affine_k(b, y, [&](int i, int s) { return q4k_low(b.qs, i) | (((b.qh[i % 32] >> s) & 1) << 4); });
 }
 void quant_q5_k(const float* x, BlockQ5_K& b) {
     int q[kQK_K];
@@ -498,6 +498,31 @@ void quant_blocks(const float* src, void* dst, int64_t nb) {
     }
 }
 
+// A block type's row drivers, both ways.
+template <class Block, int Elems, void (*Decode)(const Block&, float*), void (*Encode)(const float*, Block&)>
+struct BlockCodec {
+    static void dequant(const void* src, float* dst, int64_t nb) { dequant_blocks<Block, Elems, Decode>(src, dst, nb); }
+    static void quant(const float* src, void* dst, int64_t nb) { quant_blocks<Block, Elems, Encode>(src, dst, nb); }
+};
+
+// Calls f(BlockCodec<...>{}) for the block type t; does nothing for the types
+// that are not made of blocks (block_count has rejected the others already).
+template <class F>
+void with_block_codec(GGMLType t, F&& f) {
+    switch (t) {
+        case GGMLType::Q8_0: f(BlockCodec<BlockQ8_0, kQK, dequant_q8_0, quant_q8_0>{}); break;
+        case GGMLType::Q4_0: f(BlockCodec<BlockQ4_0, kQK, dequant_q4_0, quant_q4_0>{}); break;
+        case GGMLType::Q4_1: f(BlockCodec<BlockQ4_1, kQK, dequant_q4_1, quant_q4_1>{}); break;
+        case GGMLType::Q5_0: f(BlockCodec<BlockQ5_0, kQK, dequant_q5_0, quant_q5_0>{}); break;
+        case GGMLType::Q5_1: f(BlockCodec<BlockQ5_1, kQK, dequant_q5_1, quant_q5_1>{}); break;
+        case GGMLType::Q4_K: f(BlockCodec<BlockQ4_K, kQK_K, dequant_q4_k, quant_q4_k>{}); break;
+        case GGMLType::Q5_K: f(BlockCodec<BlockQ5_K, kQK_K, dequant_q5_k, quant_q5_k>{}); break;
+        case GGMLType::Q6_K: f(BlockCodec<BlockQ6_K, kQK_K, dequant_q6_k, quant_q6_k>{}); break;
+        case GGMLType::Q8_K: f(BlockCodec<BlockQ8_K, kQK_K, dequant_q8_k, quant_q8_k>{}); break;
+        default: break;
+    }
+}
+
 bool supported(GGMLType t) {
     switch (t) {
         case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16:
@@ -536,29 +561,12 @@ void dequantize_row(GGMLType t, const void* src, float* dst, int64_t n) {
     switch (t) {
         case GGMLType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
         case GGMLType::F16:
-            for (int64_t i = 0; i < n; ++i) {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * i, 2);
-                dst[i] = fp16_to_f32(h);
-            }
+            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(load_half_bits(p + 2 * i));
             break;
         case GGMLType::BF16:
-            for (int64_t i = 0; i < n; ++i) {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * i, 2);
-                dst[i] = bf16_to_f32(h);
-            }
+            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_half_bits(p + 2 * i));
             break;
-        case GGMLType::Q8_0: dequant_blocks<BlockQ8_0, kQK, dequant_q8_0>(src, dst, nb); break;
-        case GGMLType::Q4_0: dequant_blocks<BlockQ4_0, kQK, dequant_q4_0>(src, dst, nb); break;
-        case GGMLType::Q4_1: dequant_blocks<BlockQ4_1, kQK, dequant_q4_1>(src, dst, nb); break;
-        case GGMLType::Q5_0: dequant_blocks<BlockQ5_0, kQK, dequant_q5_0>(src, dst, nb); break;
-        case GGMLType::Q5_1: dequant_blocks<BlockQ5_1, kQK, dequant_q5_1>(src, dst, nb); break;
-        case GGMLType::Q4_K: dequant_blocks<BlockQ4_K, kQK_K, dequant_q4_k>(src, dst, nb); break;
-        case GGMLType::Q5_K: dequant_blocks<BlockQ5_K, kQK_K, dequant_q5_k>(src, dst, nb); break;
-        case GGMLType::Q6_K: dequant_blocks<BlockQ6_K, kQK_K, dequant_q6_k>(src, dst, nb); break;
-        case GGMLType::Q8_K: dequant_blocks<BlockQ8_K, kQK_K, dequant_q8_k>(src, dst, nb); break;
-        default: break;  // block_count rejected it
+        default: with_block_codec(t, [&](auto codec) { codec.dequant(src, dst, nb); }); break;
     }
 }
 
@@ -568,27 +576,12 @@ void quantize_row(GGMLType t, const float* src, void* dst, int64_t n) {
     switch (t) {
         case GGMLType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
         case GGMLType::F16:
-            for (int64_t i = 0; i < n; ++i) {
-                const uint16_t h = f32_to_fp16(src[i]);
-                std::memcpy(p + 2 * i, &h, 2);
-            }
+            for (int64_t i = 0; i < n; ++i) store_half_bits(p + 2 * i, f32_to_fp16(src[i]));
             break;
         case GGMLType::BF16:
-            for (int64_t i = 0; i < n; ++i) {
-                const uint16_t h = f32_to_bf16(src[i]);
-                std::memcpy(p + 2 * i, &h, 2);
-            }
+            for (int64_t i = 0; i < n; ++i) store_half_bits(p + 2 * i, f32_to_bf16(src[i]));
             break;
-        case GGMLType::Q8_0: quant_blocks<BlockQ8_0, kQK, quant_q8_0>(src, dst, nb); break;
-        case GGMLType::Q4_0: quant_blocks<BlockQ4_0, kQK, quant_q4_0>(src, dst, nb); break;
-        case GGMLType::Q4_1: quant_blocks<BlockQ4_1, kQK, quant_q4_1>(src, dst, nb); break;
-        case GGMLType::Q5_0: quant_blocks<BlockQ5_0, kQK, quant_q5_0>(src, dst, nb); break;
-        case GGMLType::Q5_1: quant_blocks<BlockQ5_1, kQK, quant_q5_1>(src, dst, nb); break;
-        case GGMLType::Q4_K: quant_blocks<BlockQ4_K, kQK_K, quant_q4_k>(src, dst, nb); break;
-        case GGMLType::Q5_K: quant_blocks<BlockQ5_K, kQK_K, quant_q5_k>(src, dst, nb); break;
-        case GGMLType::Q6_K: quant_blocks<BlockQ6_K, kQK_K, quant_q6_k>(src, dst, nb); break;
-        case GGMLType::Q8_K: quant_blocks<BlockQ8_K, kQK_K, quant_q8_k>(src, dst, nb); break;
-        default: break;
+        default: with_block_codec(t, [&](auto codec) { codec.quant(src, dst, nb); }); break;
     }
 }
 

@@ -313,16 +313,24 @@ private:
         return params;
     }
 
+    // The body of a macro or a call block, through its end tag. It runs when
+    // called, not inside the loop around its definition, so break and continue
+    // in it do not reach that loop.
+    NodeList parse_callable_body(std::string_view tag, int line, std::string_view end_tag) {
+        const int saved_loops = loop_depth_;
+        loop_depth_ = 0;
+        NodeList body = parse_block_body(tag, line, {end_tag});
+        loop_depth_ = saved_loops;
+        expect_end_tag(end_tag);
+        return body;
+    }
+
     std::unique_ptr<Node> parse_macro() {
         auto n = new_node(NodeKind::Macro, cur().line);
         advance();
         n->name = expect_name();
         n->params = parse_signature();
-        const int saved_loops = loop_depth_;
-        loop_depth_ = 0;  // a macro body is not inside the loop around its definition
-        n->body = parse_block_body("macro", n->line, {"endmacro"});
-        loop_depth_ = saved_loops;
-        expect_end_tag("endmacro");
+        n->body = parse_callable_body("macro", n->line, "endmacro");
         return n;
     }
 
@@ -332,11 +340,7 @@ private:
         if (is_op("(")) n->params = parse_signature();
         n->expr = parse_expression(true);
         if (n->expr->kind != ExprKind::Call) fail_at("{% call %} needs a macro call", n->line);
-        const int saved_loops = loop_depth_;
-        loop_depth_ = 0;
-        n->body = parse_block_body("call", n->line, {"endcall"});
-        loop_depth_ = saved_loops;
-        expect_end_tag("endcall");
+        n->body = parse_callable_body("call", n->line, "endcall");
         return n;
     }
 
@@ -409,29 +413,21 @@ private:
         return e;
     }
 
-    ExprPtr parse_or() {
-        ExprPtr e = parse_and();
-        while (is_name("or")) {
-            auto b = make(ExprKind::Or, cur().line);
+    // `a or b or c`, `a and b and c`: left-associative, each operand parsed by `next`.
+    ExprPtr parse_logical(std::string_view keyword, ExprKind kind, ExprPtr (Parser::*next)()) {
+        ExprPtr e = (this->*next)();
+        while (is_name(keyword)) {
+            auto b = make(kind, cur().line);
             advance();
             b->object = std::move(e);
-            b->args.push_back(parse_and());
+            b->args.push_back((this->*next)());
             e = finish(std::move(b));
         }
         return e;
     }
 
-    ExprPtr parse_and() {
-        ExprPtr e = parse_not();
-        while (is_name("and")) {
-            auto b = make(ExprKind::And, cur().line);
-            advance();
-            b->object = std::move(e);
-            b->args.push_back(parse_not());
-            e = finish(std::move(b));
-        }
-        return e;
-    }
+    ExprPtr parse_or() { return parse_logical("or", ExprKind::Or, &Parser::parse_and); }
+    ExprPtr parse_and() { return parse_logical("and", ExprKind::And, &Parser::parse_not); }
 
     ExprPtr parse_not() {
         if (is_name("not")) {
@@ -483,15 +479,22 @@ private:
         return finish(std::move(b));
     }
 
-    ExprPtr parse_math1() {
-        ExprPtr e = parse_concat();
-        while (is_op("+") || is_op("-")) {
+    // One precedence level of left-associative binary operators (`a + b - c`),
+    // each operand parsed by `next`.
+    template <typename Next>
+    ExprPtr parse_binary_level(std::initializer_list<std::string_view> ops, Next next) {
+        ExprPtr e = next();
+        while (std::ranges::any_of(ops, [&](std::string_view op) { return is_op(op); })) {
             const std::string op = cur().text;
             const int line = cur().line;
             advance();
-            e = binary(std::move(e), op, parse_concat(), line);
+            e = binary(std::move(e), op, next(), line);
         }
         return e;
+    }
+
+    ExprPtr parse_math1() {
+        return parse_binary_level({"+", "-"}, [this] { return parse_concat(); });
     }
 
     ExprPtr parse_concat() {
@@ -505,24 +508,11 @@ private:
     }
 
     ExprPtr parse_math2() {
-        ExprPtr e = parse_pow();
-        while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-            const std::string op = cur().text;
-            const int line = cur().line;
-            advance();
-            e = binary(std::move(e), op, parse_pow(), line);
-        }
-        return e;
+        return parse_binary_level({"*", "/", "//", "%"}, [this] { return parse_pow(); });
     }
 
     ExprPtr parse_pow() {
-        ExprPtr e = parse_unary(true);
-        while (is_op("**")) {
-            const int line = cur().line;
-            advance();
-            e = binary(std::move(e), "**", parse_unary(true), line);
-        }
-        return e;
+        return parse_binary_level({"**"}, [this] { return parse_unary(true); });
     }
 
     ExprPtr parse_unary(bool with_filter) {
@@ -589,29 +579,34 @@ private:
         fail("unexpected " + describe(t));
     }
 
+    // A list or dict display after its opening bracket: items separated by
+    // commas, a trailing comma allowed, through the closing `close`.
+    template <typename ParseItem>
+    void parse_display_items(std::string_view close, ParseItem parse_item) {
+        bool first = true;
+        while (!is_op(close)) {
+            if (!std::exchange(first, false)) expect_op(",");
+            if (is_op(close)) break;
+            parse_item();
+        }
+        expect_op(close);
+    }
+
     ExprPtr parse_list() {
         auto e = make(ExprKind::List, cur().line);
         advance();
-        while (!is_op("]")) {
-            if (!e->args.empty()) expect_op(",");
-            if (is_op("]")) break;
-            e->args.push_back(parse_expression(true));
-        }
-        expect_op("]");
+        parse_display_items("]", [&] { e->args.push_back(parse_expression(true)); });
         return finish(std::move(e));
     }
 
     ExprPtr parse_dict() {
         auto e = make(ExprKind::Dict, cur().line);
         advance();
-        while (!is_op("}")) {
-            if (!e->args.empty()) expect_op(",");
-            if (is_op("}")) break;
+        parse_display_items("}", [&] {
             e->args.push_back(parse_expression(true));
             expect_op(":");
             e->args.push_back(parse_expression(true));
-        }
-        expect_op("}");
+        });
         return finish(std::move(e));
     }
 

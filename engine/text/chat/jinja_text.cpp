@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace minfer::jinja::text {
 
@@ -147,33 +148,31 @@ std::string lower(std::string_view s) {
     return out;
 }
 
-std::string title(std::string_view s) {
+namespace {
+
+// Upper-cases the code points for which `starts_word(c)` holds and lower-cases
+// the rest. An uncased code point maps to itself either way.
+template <typename StartsWord>
+std::string recase_words(std::string_view s, StartsWord starts_word) {
     std::string out;
-    bool previous_cased = false;
     for (size_t pos = 0; pos < s.size();) {
         const char32_t c = next_code_point(s, pos);
-        if (is_cased(c)) {
-            if (previous_cased) append_utf8(out, to_lower(c));
-            else append_upper(out, c);
-            previous_cased = true;
-        } else {
-            append_utf8(out, c);
-            previous_cased = false;
-        }
+        if (starts_word(c)) append_upper(out, c);
+        else append_utf8(out, to_lower(c));
     }
     return out;
 }
 
+}  // namespace
+
+std::string title(std::string_view s) {
+    bool previous_cased = false;  // a word is a run of cased code points
+    return recase_words(s, [&](char32_t c) { return !std::exchange(previous_cased, is_cased(c)); });
+}
+
 std::string capitalize(std::string_view s) {
-    std::string out;
     bool first = true;
-    for (size_t pos = 0; pos < s.size();) {
-        const char32_t c = next_code_point(s, pos);
-        if (first) append_upper(out, c);
-        else append_utf8(out, to_lower(c));
-        first = false;
-    }
-    return out;
+    return recase_words(s, [&](char32_t) { return std::exchange(first, false); });
 }
 
 std::string strip(std::string_view s, bool left, bool right, const std::u32string* chars) {

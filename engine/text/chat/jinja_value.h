@@ -89,6 +89,9 @@ public:
     bool same_object(const Value& other) const;
 
 private:
+    // The factories above start from an empty value of their kind.
+    explicit Value(Kind kind) : kind_(kind) {}
+
     Kind kind_ = Kind::Undefined;
     bool markup_ = false;
     bool b_ = false;
