@@ -37,6 +37,8 @@ struct EngineEvent {
 // A request's events in arrival order. push() runs on the engine thread; the
 // wake-up is posted to the I/O thread, where pop() runs, so a pop that found
 // the queue empty is always waiting by the time the wake-up cancels its timer.
+// interrupt() (on the I/O thread: the client left, a deadline passed) makes the
+// next pop return nullopt, once.
 class OutputQueue : public std::enable_shared_from_this<OutputQueue> {
 public:
     explicit OutputQueue(asio::io_context& io) : io_(io), wake_(io) {}
@@ -50,8 +52,17 @@ public:
         asio::post(io_, [self = shared_from_this()] { self->wake_.cancel(); });
     }
 
-    awaitable<EngineEvent> pop() {
+    void interrupt() {
+        interrupted_ = true;
+        wake_.cancel();
+    }
+
+    awaitable<std::optional<EngineEvent>> pop() {
         while (true) {
+            if (interrupted_) {
+                interrupted_ = false;
+                co_return std::nullopt;
+            }
             {
                 std::lock_guard lock(mutex_);
                 if (!events_.empty()) {
@@ -71,6 +82,7 @@ private:
     asio::steady_timer wake_;
     std::mutex mutex_;
     std::deque<EngineEvent> events_;
+    bool interrupted_ = false;  // I/O thread only
 };
 
 // Submits prompt `index` of a request (validated here: throws RequestError);
@@ -296,7 +308,13 @@ HttpResponse OpenAIServer::detokenize(const HttpRequest& req) {
 }
 
 awaitable<void> OpenAIServer::ready(HttpResponder& res) {
-    // Ready means the engine really runs: one greedy token of a one-token prompt.
+    // Ready means the engine really runs: a canary, one greedy token of a
+    // one-token prompt, scheduled like any request. A busy engine may not
+    // reach it in time; then its step in progress answers: running for less
+    // than kStuckStepSeconds is busy (ready), longer is stuck (503). Either
+    // way the answer comes within kReadyWait.
+    constexpr auto kReadyWait = std::chrono::milliseconds(500);
+    constexpr double kStuckStepSeconds = 120;
     auto queue = std::make_shared<OutputQueue>(io_);
     GenerationOptions o;
     o.max_tokens = 1;
@@ -304,31 +322,57 @@ awaitable<void> OpenAIServer::ready(HttpResponder& res) {
     o.ignore_eos = true;
     const int32_t first = tokenizer_.bos_id() >= 0 ? tokenizer_.bos_id() : 0;
     std::string refused;
+    uint64_t canary = 0;
     try {
-        submit(*engine_, queue, 0, {first}, o);
+        canary = submit(*engine_, queue, 0, {first}, o);
     } catch (const RequestError& e) {
         refused = e.what();
     }
+    const unsigned v = res.version();
     if (!refused.empty()) {
         HttpResponse reply = error_response(http::status::service_unavailable,
-                                            "the engine refused a test request: " + refused, res.version());
+                                            "the engine refused a test request: " + refused, v);
         co_await res.send(std::move(reply));
         co_return;
     }
+    asio::steady_timer deadline(io_, kReadyWait);
+    deadline.async_wait([queue](boost::system::error_code ec) {
+        if (!ec) queue->interrupt();
+    });
     int32_t tokens = 0;
-    while (true) {
-        EngineEvent e = co_await queue->pop();
-        for (const SampleOutput& s : e.output.samples) tokens += int32_t(s.token_ids.size());
-        if (e.output.finished) break;
+    bool finished = false;
+    while (!finished) {
+        std::optional<EngineEvent> e = co_await queue->pop();
+        if (!e) break;  // the deadline
+        for (const SampleOutput& s : e->output.samples) tokens += int32_t(s.token_ids.size());
+        finished = e->output.finished;
     }
-    if (tokens != 1) {
-        { HttpResponse reply = error_response(http::status::service_unavailable, "the engine did not generate its test token", res.version()); co_await res.send(std::move(reply)); }
-        co_return;
+    deadline.cancel();
+    json::object ok{{"status", "ready"}};
+    if (finished) {
+        if (tokens != 1) {
+            HttpResponse reply =
+                error_response(http::status::service_unavailable, "the engine did not generate its test token", v);
+            co_await res.send(std::move(reply));
+            co_return;
+        }
+        ok["generated_tokens"] = tokens;
+    } else {
+        engine_->abort(canary);
+        const double in_step = engine_->seconds_in_step();
+        if (in_step >= kStuckStepSeconds) {
+            HttpResponse reply = error_response(
+                http::status::service_unavailable,
+                fmt::format("the engine has been in one step for {:.0f} s (stuck past {:.0f} s)", in_step,
+                            kStuckStepSeconds),
+                v);
+            co_await res.send(std::move(reply));
+            co_return;
+        }
+        ok["busy"] = true;  // generating for others: the canary did not get its turn in time
+        ok["seconds_in_step"] = in_step;
     }
-    json::object ok;
-    ok["status"] = "ready";
-    ok["generated_tokens"] = tokens;
-    HttpResponse r = json_response(ok, res.version());
+    HttpResponse r = json_response(ok, v);
     co_await res.send(std::move(r));
 }
 
@@ -412,14 +456,26 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     note.id = chat ? random_id("chatcmpl") : random_id("cmpl");
     for (const auto& p : cr.prompts) note.prompt_tokens += int64_t(p.size());
     ResponseBuilder builder(tokenizer_, chat, note.id, unix_now(), config_.served_model_name, cr.options, cr.prompts);
+    // A client that leaves, streaming or not, in a prefill or between tokens,
+    // frees its sequences at the engine's next step; the outputs of the aborted
+    // sequences still come, to close their timings.
     bool client_gone = false;
-    if (stream && !co_await res.begin_stream(http::status::ok, "text/event-stream")) {
-        client_gone = true;  // gone before the first byte: nobody will read these sequences
-        for (const Tracked& t : tracked) engine_->abort(t.id);
-    }
     size_t unfinished = n_prompts;
+    auto abandon = [&] {
+        client_gone = true;
+        spdlog::info("client gone: aborting {} request(s)", unfinished);
+        for (const Tracked& t : tracked)
+            if (!t.finished) engine_->abort(t.id);
+    };
+    if (stream && !co_await res.begin_stream(http::status::ok, "text/event-stream")) abandon();
+    if (!client_gone) res.watch_for_close([queue] { queue->interrupt(); });
     while (unfinished > 0) {
-        EngineEvent e = co_await queue->pop();
+        std::optional<EngineEvent> next = co_await queue->pop();
+        if (!next) {  // the connection closed
+            if (!client_gone) abandon();
+            continue;
+        }
+        EngineEvent& e = *next;
         Tracked& t = tracked[e.prompt_index];
         if (e.output.queue_seconds >= 0) t.timing.queue_seconds = e.output.queue_seconds;
         bool tokens = false;
@@ -436,16 +492,10 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         if (stream && !client_gone) {
             const std::vector<std::string> chunks = builder.stream_chunks(e.prompt_index, e.output);
             for (const std::string& chunk : chunks) {
-                const bool sent = co_await res.send_chunk(chunk);
-                if (!sent) {
-                    client_gone = true;
+                if (!co_await res.send_chunk(chunk)) {
+                    abandon();
                     break;
                 }
-            }
-            if (client_gone) {  // the client went away: free its sequences now
-                spdlog::info("client gone: aborting {} request(s)", unfinished);
-                for (const Tracked& other : tracked)
-                    if (!other.finished) engine_->abort(other.id);
             }
         } else {  // not streaming, or nobody listens: keep the choices (finish reasons) up to date
             builder.accumulate(e.prompt_index, e.output);
@@ -468,8 +518,9 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         const std::string done = "data: [DONE]\n\n";
         const bool sent = co_await res.send_chunk(done);
         if (sent) co_await res.end_stream();
-    } else {
-        { HttpResponse reply = json_response(builder.response(), v); co_await res.send(std::move(reply)); }
+    } else if (!client_gone) {
+        HttpResponse reply = json_response(builder.response(), v);
+        co_await res.send(std::move(reply));
     }
 }
 

@@ -3,10 +3,14 @@
 namespace minfer {
 
 EngineThread::EngineThread(LLMEngine& engine) : engine_(engine), stats_(engine.stats()) {
+    engine_.set_on_scheduled([this] { publish(true); });
     thread_ = std::thread([this] { loop(); });
 }
 
-EngineThread::~EngineThread() { stop(); }
+EngineThread::~EngineThread() {
+    stop();
+    engine_.set_on_scheduled(nullptr);
+}
 
 uint64_t EngineThread::submit(std::vector<int32_t> prompt, GenerationOptions options, OnOutput on_output) {
     engine_.validate(prompt, options);  // throws RequestError
@@ -37,6 +41,19 @@ void EngineThread::abort(uint64_t request_id) {
 EngineStats EngineThread::stats() const {
     std::lock_guard lock(mutex_);
     return stats_;
+}
+
+double EngineThread::seconds_in_step() const {
+    std::lock_guard lock(mutex_);
+    return in_step_ ? std::chrono::duration<double>(Clock::now() - step_began_).count() : 0.0;
+}
+
+void EngineThread::publish(bool in_step) {
+    EngineStats st = engine_.stats();
+    std::lock_guard lock(mutex_);
+    stats_ = st;
+    if (in_step && !in_step_) step_began_ = Clock::now();
+    in_step_ = in_step;
 }
 
 void EngineThread::stop() {
@@ -96,10 +113,7 @@ void EngineThread::loop() {
             for (uint64_t id : live) engine_.abort(id);
         }
         if (engine_.has_unfinished() || !aborts.empty() || stopping) deliver(engine_.step());
-        {
-            std::lock_guard lock(mutex_);
-            stats_ = engine_.stats();
-        }
+        publish(false);
         if (stopping) return;
     }
 }

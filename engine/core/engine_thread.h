@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -41,8 +42,12 @@ public:
     // Requests submitted that the engine has not taken yet.
     size_t num_queued() const;
 
-    // A copy of the engine's statistics after its latest step.
+    // A copy of the engine's statistics: as of the step in progress (taken once
+    // it is scheduled), else after the latest one.
     EngineStats stats() const;
+    // How long the step in progress has run so far (0 between steps): a
+    // readiness check tells a busy engine from a stuck one by it.
+    double seconds_in_step() const;
     // Ends the loop: requests still running are aborted (their callbacks see
     // finish_reason "abort"), so none is left without an answer.
     void stop();
@@ -54,8 +59,10 @@ private:
         GenerationOptions options;
         OnOutput on_output;
     };
+    using Clock = std::chrono::steady_clock;
     void loop();
     void deliver(const std::vector<RequestOutput>& outputs);
+    void publish(bool in_step);  // stats_ and the step's start, under the lock
 
     LLMEngine& engine_;
     mutable std::mutex mutex_;
@@ -65,6 +72,8 @@ private:
     bool stopping_ = false;
     uint64_t next_id_ = 1;
     EngineStats stats_;
+    bool in_step_ = false;
+    Clock::time_point step_began_;
     std::unordered_map<uint64_t, OnOutput> callbacks_;  // engine thread only
     std::thread thread_;
 };

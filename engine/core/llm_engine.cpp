@@ -198,6 +198,7 @@ void LLMEngine::start_step(const SchedulerOutput& s) {
         if (r.first_scheduled_time < 0) r.first_scheduled_time = now;
         outputs_->moved(r);
     }
+    if (on_scheduled_) on_scheduled_();
 }
 
 // The K/V of the scheduled rows are in the cache now: full blocks join the prefix cache.

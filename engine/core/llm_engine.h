@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -105,6 +106,10 @@ public:
 
     // Every step's plan as one JSON line (for the book's scheduling figure).
     void set_trace(std::ostream* trace) { trace_ = trace; }
+    // Called in step() once the step is scheduled, before the model runs: the
+    // stats() of the step in progress (an engine thread publishes them, so a
+    // long step does not hide its sequences from the metrics).
+    void set_on_scheduled(std::function<void()> on_scheduled) { on_scheduled_ = std::move(on_scheduled); }
 
 private:
     void start_step(const SchedulerOutput& s);
@@ -127,6 +132,7 @@ private:
     int64_t steps_ = 0;
     int64_t prompt_tokens_ = 0;
     std::ostream* trace_ = nullptr;
+    std::function<void()> on_scheduled_;
 };
 
 // Picks the number of KV blocks for `config` on this model and backend.

@@ -29,6 +29,26 @@ awaitable<void> HttpResponder::send(HttpResponse res) {
     if (ec) failed_ = true;
 }
 
+HttpResponder::~HttpResponder() {
+    if (!watching_) return;
+    *watching_ = false;
+    beast::error_code ec;
+    stream_.socket().cancel(ec);  // ends the pending wait; no read or write is pending once a handler is done
+}
+
+void HttpResponder::watch_for_close(std::function<void()> on_gone) {
+    watching_ = std::make_shared<bool>(true);
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [this, watching = watching_, on_gone = std::move(on_gone)](beast::error_code ec) {
+            if (!*watching || ec == asio::error::operation_aborted) return;
+            char byte;
+            const size_t n = ec ? 0 : stream_.socket().receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
+            if (n > 0 && !ec) return;  // the next request's bytes: the client is still there
+            failed_ = true;  // end of stream or a reset: nobody reads the answer
+            on_gone();
+        });
+}
+
 std::string HttpResponder::remote_address() const {
     beast::error_code ec;
     const auto endpoint = stream_.socket().remote_endpoint(ec);

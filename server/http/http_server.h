@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace minfer {
@@ -35,6 +36,15 @@ class HttpResponder {
 public:
     HttpResponder(beast::tcp_stream& stream, const HttpLimits& limits, unsigned version, bool keep_alive)
         : stream_(stream), limits_(limits), version_(version), keep_alive_(keep_alive) {}
+    ~HttpResponder();
+    HttpResponder(const HttpResponder&) = delete;
+    HttpResponder& operator=(const HttpResponder&) = delete;
+
+    // While the answer is being made (a long generation, a prefill before the
+    // first chunk), watches the connection: on_gone runs once on the I/O thread
+    // if the client closes it before this responder is done. A client that
+    // sends its next request early (pipelining) is taken as present.
+    void watch_for_close(std::function<void()> on_gone);
 
     asio::awaitable<void> send(HttpResponse res);
     // Streaming: the header (chunked), then chunks; each returns false once
@@ -59,6 +69,7 @@ private:
     bool keep_alive_;
     bool failed_ = false;
     unsigned status_ = 0;
+    std::shared_ptr<bool> watching_;  // cleared when the responder is done: a late wake-up then does nothing
 };
 
 using Handler = std::function<asio::awaitable<void>(const HttpRequest&, HttpResponder&)>;
