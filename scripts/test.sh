@@ -31,10 +31,9 @@ ctest --output-on-failure -j"$(nproc)" --timeout 900
 cd ..
 
 # The sanitizer builds (CUDA off): ASan+UBSan over the unit tests and the
-# engine-thread/server integration tests, TSan over the engine thread and the
-# HTTP server. Opt-in for now (MINFER_SANITIZERS="asan tsan"): two more full
-# builds whose CI time is not measured yet.
-if [ -n "${MINFER_SANITIZERS:-}" ]; then
-  # shellcheck disable=SC2086
-  ./scripts/test-sanitizers.sh $MINFER_SANITIZERS
-fi
+# engine-thread/server integration tests, TSan over the engine thread, the HTTP
+# server and the thread pool (test_server.py). Two more builds at -O1: about 15
+# minutes of CI's 2 cores. MINFER_SANITIZERS="asan" (or "", none) runs fewer.
+sanitizers=${MINFER_SANITIZERS-asan tsan}
+# shellcheck disable=SC2086
+[ -z "$sanitizers" ] || ./scripts/test-sanitizers.sh $sanitizers
