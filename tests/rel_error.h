@@ -22,4 +22,19 @@ double rel_error(const std::vector<Out>& out, const std::vector<Ref>& ref) {
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// The same over rows (logits, one row a token), all rows together as one
+// vector; a different number of rows, or rows of different sizes, give infinity.
+template <class Out, class Ref>
+double rel_error_rows(const std::vector<std::vector<Out>>& out, const std::vector<std::vector<Ref>>& ref) {
+    if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
+    std::vector<Out> all_out;
+    std::vector<Ref> all_ref;
+    for (size_t t = 0; t < out.size(); ++t) {
+        if (out[t].size() != ref[t].size()) return std::numeric_limits<double>::infinity();
+        all_out.insert(all_out.end(), out[t].begin(), out[t].end());
+        all_ref.insert(all_ref.end(), ref[t].begin(), ref[t].end());
+    }
+    return rel_error(all_out, all_ref);
+}
+
 }  // namespace minfer::test

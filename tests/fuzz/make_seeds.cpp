@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "tests/gguf_array.h"
 
 using namespace minfer;
+using minfer::test::array_value;
 
 namespace {
 
@@ -21,14 +23,6 @@ std::vector<uint8_t> filler(size_t n) {
     std::vector<uint8_t> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 13 + 5);
     return out;
-}
-
-GGUFValue array(GGUFValueType elem, std::vector<uint8_t> raw, uint64_t count) {
-    GGUFArray a;
-    a.elem_type = elem;
-    a.raw = std::move(raw);
-    a.count = count;
-    return {GGUFValueType::ARRAY, std::move(a)};
 }
 
 void save(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
@@ -55,8 +49,8 @@ std::vector<uint8_t> all_types(uint32_t alignment) {
     w.set_string_array("strings", {"<unk>", "<s>", "", "\xe2\x96\x81" "a"});
     w.set_f32_array("f32s", {0.0f, -1.0f});
     w.set_i32_array("i32s", {1, 2, 3});
-    w.set_value("bools", array(GGUFValueType::BOOL, {0, 1}, 2));
-    w.set_value("u16s", array(GGUFValueType::U16, {1, 0, 2, 0}, 2));
+    w.set_value("bools", array_value(GGUFValueType::BOOL, {0, 1}, 2));
+    w.set_value("u16s", array_value(GGUFValueType::U16, {1, 0, 2, 0}, 2));
     w.add_tensor("a", GGMLType::F32, {4}, filler(16));
     w.add_tensor("b", GGMLType::F16, {2, 3}, filler(12));
     w.add_tensor("c", GGMLType::Q8_0, {32, 2}, filler(68));

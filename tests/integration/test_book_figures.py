@@ -313,10 +313,16 @@ def kv_numbers(f):
             for dt, dd in zip(f.root.locator(".lk-number dt").all(), f.root.locator(".lk-number dd").all())}
 
 
-def kib_per_token(f):
-    m = re.search(r"= ([\d.]+) KiB per token", f.text(".lk-formula"))
-    assert m, f.text(".lk-formula")
+def number_in(f, selector, pattern):
+    """The number that pattern's one group finds in the text of the figure's selector."""
+    text = f.text(selector)
+    m = re.search(pattern, text)
+    assert m, text
     return float(m.group(1))
+
+
+def kib_per_token(f):
+    return number_in(f, ".lk-formula", r"= ([\d.]+) KiB per token")
 
 
 def test_kv_cache_calculator_arithmetic(open_figure):
@@ -472,9 +478,7 @@ def test_batching_stepper_pool_sizes(open_figure):
 # ---- online softmax --------------------------------------------------------------------------
 
 def largest_difference(f):
-    m = re.search(r"Largest difference ([\d.e+-]+)", f.text(".lk-compare"))
-    assert m, f.text(".lk-compare")
-    return float(m.group(1))
+    return number_in(f, ".lk-compare", r"Largest difference ([\d.e+-]+)")
 
 
 def test_online_softmax_steps_and_agrees(open_figure):

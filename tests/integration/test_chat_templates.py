@@ -181,23 +181,24 @@ CONVERSATIONS = {
 }
 
 
+# (name fragment, BOS, EOS), checked in this order; the first fragment in the name wins.
+SPECIAL_TOKENS = [
+    ("gemma", "<bos>", "<eos>"),
+    ("deepseek", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    ("qwen", "", "<|im_end|>"),
+    ("mistral", "<s>", "</s>"),
+    ("phi", "<s>", "<|endoftext|>"),
+    ("cohere", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    ("hermes", "<|begin_of_text|>", "<|im_end|>"),
+]
+
+
 def special_tokens(name):
     """BOS and EOS as the model family's tokenizer has them."""
     n = name.lower()
-    if "gemma" in n:
-        return "<bos>", "<eos>"
-    if "deepseek" in n:
-        return "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
-    if "qwen" in n:
-        return "", "<|im_end|>"
-    if "mistral" in n:
-        return "<s>", "</s>"
-    if "phi" in n:
-        return "<s>", "<|endoftext|>"
-    if "cohere" in n:
-        return "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"
-    if "hermes" in n:
-        return "<|begin_of_text|>", "<|im_end|>"
+    for fragment, bos, eos in SPECIAL_TOKENS:
+        if fragment in n:
+            return bos, eos
     return "<|begin_of_text|>", "<|eot_id|>"  # Llama 3 family, functionary, firefunction
 
 

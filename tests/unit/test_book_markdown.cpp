@@ -6,36 +6,41 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <string>
 
 #include "book/site/book_index.h"
 #include "book/site/figure_block.h"
 #include "book/site/markdown.h"
 #include "book/site/markdown_scan.h"
 #include "book/site/math.h"
+#include "book_test_repo.h"
 
 using namespace minfer::book;
+using minfer::book_test::TempRepo;
 namespace fs = std::filesystem;
 
 namespace {
 
 // A throwaway repository with one C++ file, for links to resolve against.
-struct TinyRepo {
-    fs::path root;
-    TinyRepo() {
-        root = fs::temp_directory_path() / ("minfer_book_md_" + std::to_string(::getpid()));
-        fs::create_directories(root / "src");
-        std::ofstream(root / "src" / "pool.h") << "#pragma once\n"
-                                                  "struct Pool {\n"
-                                                  "    int size() const { return n; }\n"
-                                                  "    int n = 0;\n"
-                                                  "};\n"
-                                                  "\n"
-                                                  "int grow(int by) {\n"
-                                                  "    return by * 2;\n"
-                                                  "}\n";
-    }
-    ~TinyRepo() { fs::remove_all(root); }
+struct TinyRepo : TempRepo {
+    TinyRepo()
+        : TempRepo("minfer_book_md", {{"src/pool.h", "#pragma once\n"
+                                                     "struct Pool {\n"
+                                                     "    int size() const { return n; }\n"
+                                                     "    int n = 0;\n"
+                                                     "};\n"
+                                                     "\n"
+                                                     "int grow(int by) {\n"
+                                                     "    return by * 2;\n"
+                                                     "}\n"}}) {}
 };
+
+// Each of parts stands somewhere in text.
+void check_has(const std::string& text, std::initializer_list<const char*> parts) {
+    for (const char* part : parts)
+        CHECK_MESSAGE(text.find(part) != std::string::npos, "missing: " << std::string(part));
+}
 
 RenderedMarkdown render(const std::string& md, TinyRepo& repo) {
     SourceTree tree(repo.root, {"src/pool.h"});
@@ -101,9 +106,11 @@ TEST_CASE("book: figure blocks: id, title, caption and options") {
     CHECK(f.caption == "Drag it.");
     CHECK(f.options_json() == R"({"batch":64,"log":true,"preset":"llama3-8b"})");
     const std::string html = figure_html(f);
-    CHECK(html.find("<figure class=\"lk-figure\"") != std::string::npos);
-    CHECK(html.find("data-figure=\"roofline\"") != std::string::npos);
-    CHECK(html.find("<noscript>") != std::string::npos);
+    check_has(html, {
+        "<figure class=\"lk-figure\"",
+        "data-figure=\"roofline\"",
+        "<noscript>",
+    });
     CHECK(figure_markdown(f).find("](/figures/roofline)") != std::string::npos);
 
     CHECK_THROWS_AS(parse_figure_block("title: no id\n"), BookError);
@@ -118,20 +125,26 @@ TEST_CASE("book: pages: src links become source-view ranges in the HTML and the 
     const RenderedMarkdown r = render("See [the pool](src:src/pool.h#Pool), [grow](src:src/pool.h#grow) and "
                                       "[the file](src:src/pool.h). Not `[x](src:nowhere.h)`.\n",
                                       repo);
-    CHECK(r.html.find("href=\"/source/src/pool.h#L2-L5\"") != std::string::npos);
-    CHECK(r.html.find("href=\"/source/src/pool.h#L7-L9\"") != std::string::npos);
-    CHECK(r.html.find("href=\"/source/src/pool.h\"") != std::string::npos);
-    CHECK(r.markdown.find("](/source/src/pool.h#L2-L5)") != std::string::npos);
-    CHECK(r.markdown.find("`[x](src:nowhere.h)`") != std::string::npos);  // code is not a link
+    check_has(r.html, {
+        "href=\"/source/src/pool.h#L2-L5\"",
+        "href=\"/source/src/pool.h#L7-L9\"",
+        "href=\"/source/src/pool.h\"",
+    });
+    check_has(r.markdown, {
+        "](/source/src/pool.h#L2-L5)",
+        "`[x](src:nowhere.h)`",  // code is not a link
+    });
     CHECK(r.sources.size() == 3);
 }
 
 TEST_CASE("book: pages: headings get anchors, unique within the page") {
     TinyRepo repo;
     const RenderedMarkdown r = render("# The `KV` cache\n\n## How big, really?\n\n## How big, really?\n", repo);
-    CHECK(r.html.find("<h1 id=\"the-kv-cache\">") != std::string::npos);
-    CHECK(r.html.find("<h2 id=\"how-big-really\">") != std::string::npos);
-    CHECK(r.html.find("<h2 id=\"how-big-really-2\">") != std::string::npos);
+    check_has(r.html, {
+        "<h1 id=\"the-kv-cache\">",
+        "<h2 id=\"how-big-really\">",
+        "<h2 id=\"how-big-really-2\">",
+    });
 }
 
 TEST_CASE("book: pages: reference-style links are resolved in the twin too") {
@@ -144,9 +157,11 @@ TEST_CASE("book: pages: reference-style links are resolved in the twin too") {
 TEST_CASE("book: pages: an excerpt block shows the symbol's lines with a caption") {
     TinyRepo repo;
     const RenderedMarkdown r = render("```excerpt\nsrc:src/pool.h#grow\n```\n", repo);
-    CHECK(r.html.find("<figure class=\"lk-excerpt\">") != std::string::npos);
-    CHECK(r.html.find("int grow(int by) {\n    return by * 2;\n}") != std::string::npos);
-    CHECK(r.html.find("href=\"/source/src/pool.h#L7-L9\"") != std::string::npos);
+    check_has(r.html, {
+        "<figure class=\"lk-excerpt\">",
+        "int grow(int by) {\n    return by * 2;\n}",
+        "href=\"/source/src/pool.h#L7-L9\"",
+    });
     CHECK(r.markdown.find("```cpp\nint grow(int by) {") != std::string::npos);
 }
 
@@ -181,12 +196,16 @@ TEST_CASE("book: pages: an include block shows a Markdown file of the repository
     SymbolIndex symbols(tree);
     LinkContext links{symbols, {}, {"/"}};
     const RenderedMarkdown r = render_markdown("Before.\n```include\nbench/TABLE.md\n```\nAfter.\n", "p.md", links);
-    CHECK(r.html.find("<table>") != std::string::npos);
-    CHECK(r.html.find("<td>2</td>") != std::string::npos);
-    CHECK(r.html.find("href=\"/source/bench/TABLE.md\"") != std::string::npos);
-    CHECK(r.html.find("<p>After.</p>") != std::string::npos);
-    CHECK(r.markdown.find("| 1 | 2 |") != std::string::npos);
-    CHECK(r.markdown.find("[bench/TABLE.md](/source/bench/TABLE.md)") != std::string::npos);
+    check_has(r.html, {
+        "<table>",
+        "<td>2</td>",
+        "href=\"/source/bench/TABLE.md\"",
+        "<p>After.</p>",
+    });
+    check_has(r.markdown, {
+        "| 1 | 2 |",
+        "[bench/TABLE.md](/source/bench/TABLE.md)",
+    });
     CHECK(r.markdown.find("```include") == std::string::npos);
 
     const auto error_of = [&](const std::string& md) {

@@ -11,32 +11,30 @@
 #include "book/site/http_util.h"
 #include "book/site/source_tree.h"
 #include "book/site/symbols.h"
+#include "book_test_repo.h"
 
 using namespace minfer::book;
+using minfer::book_test::TempRepo;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempRepo {
-    fs::path root;
-    explicit TempRepo(const char* name) {
-        root = fs::temp_directory_path() / (std::string(name) + "_" + std::to_string(::getpid()));
-        fs::create_directories(root / "sched");
-        std::ofstream(root / "sched" / "scheduler.cpp") << "namespace minfer {\n"
-                                                          "struct Scheduler {\n"
-                                                          "    void schedule();\n"
-                                                          "};\n"
-                                                          "struct Planner {\n"
-                                                          "    void schedule();\n"
-                                                          "};\n"
-                                                          "void Scheduler::schedule() {\n"
-                                                          "    int a = 0;\n"
-                                                          "}\n"
-                                                          "void Planner::schedule() {\n"
-                                                          "}\n"
-                                                          "}  // namespace minfer\n";
-    }
-    ~TempRepo() { fs::remove_all(root); }
+// A repository with one source file: two classes, each with a schedule().
+struct SchedulerRepo : TempRepo {
+    explicit SchedulerRepo(const char* name)
+        : TempRepo(name, {{"sched/scheduler.cpp", "namespace minfer {\n"
+                                                  "struct Scheduler {\n"
+                                                  "    void schedule();\n"
+                                                  "};\n"
+                                                  "struct Planner {\n"
+                                                  "    void schedule();\n"
+                                                  "};\n"
+                                                  "void Scheduler::schedule() {\n"
+                                                  "    int a = 0;\n"
+                                                  "}\n"
+                                                  "void Planner::schedule() {\n"
+                                                  "}\n"
+                                                  "}  // namespace minfer\n"}}) {}
 };
 
 }  // namespace
@@ -71,7 +69,7 @@ TEST_CASE("book: a bare name matches by name; a qualified one by the end of the 
 }
 
 TEST_CASE("book: src: resolution through ctags: qualified, ambiguous, unknown") {
-    TempRepo repo("minfer_book_sym");
+    SchedulerRepo repo("minfer_book_sym");
     SourceTree tree(repo.root, {"sched/scheduler.cpp"});
     SymbolIndex index(tree);
     const SourceTarget t = index.resolve("sched/scheduler.cpp#Scheduler::schedule");
@@ -94,7 +92,7 @@ TEST_CASE("book: src: resolution through ctags: qualified, ambiguous, unknown") 
 }
 
 TEST_CASE("book: the source tree serves its listed files and refuses everything else") {
-    TempRepo repo("minfer_book_tree");
+    SchedulerRepo repo("minfer_book_tree");
     fs::create_directories(repo.root / ".git");
     std::ofstream(repo.root / ".git" / "config") << "[core]\n";
     fs::create_symlink("/etc/passwd", repo.root / "sched" / "passwd");

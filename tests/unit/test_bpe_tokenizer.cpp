@@ -15,73 +15,12 @@
 #include "engine/text/tokenizer.h"
 #include "engine/text/unicode_text.h"
 #include "engine/text/wordpiece_tokenizer.h"
+#include "tokenizer_test_util.h"
 
 using namespace minfer;
+using namespace minfer::tokenizer_test;
 
 namespace {
-
-const std::string kShared = MINFER_SHARED_DIR;
-const std::string kSource = MINFER_SOURCE_DIR;
-const std::string kVocab = kShared + "/vocab/ggml-vocab-";
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE_MESSAGE(f.good(), "cannot open " << path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-bool exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-    const GGUFFile file = GGUFFile::open(path);
-    return Tokenizer::from_gguf(file);
-}
-
-struct VocabCase {
-    std::string text;
-    std::vector<int32_t> ids;
-};
-
-// llama.cpp's tokenizer tests (format: ../shared/vocab/README.md).
-std::vector<VocabCase> read_vocab_cases(const std::string& gguf_path) {
-    const std::string inp = slurp(gguf_path + ".inp");
-    const std::string sep = "\n__ggml_vocab_test__\n";
-    std::vector<VocabCase> cases;
-    for (size_t pos = 0, hit; (hit = inp.find(sep, pos)) != std::string::npos; pos = hit + sep.size())
-        cases.push_back({inp.substr(pos, hit - pos), {}});
-    std::istringstream lines(slurp(gguf_path + ".out"));
-    std::string line;
-    for (auto& c : cases) {
-        REQUIRE(std::getline(lines, line));
-        std::istringstream nums(line);
-        for (int32_t id; nums >> id;) c.ids.push_back(id);
-    }
-    return cases;
-}
-
-std::string ids_text(const std::vector<int32_t>& ids) {
-    std::string s;
-    for (int32_t id : ids) s += " " + std::to_string(id);
-    return s;
-}
-
-// Every llama.cpp case of one vocabulary, mismatches reported.
-void check_vocab_cases(const std::string& name) {
-    const std::string path = kVocab + name + ".gguf";
-    const auto tok = load(path);
-    const auto cases = read_vocab_cases(path);
-    REQUIRE(cases.size() == 46);
-    int pass = 0;
-    for (const auto& c : cases) {
-        const std::vector<int32_t> got = tok->encode(c.text, /*add_special=*/false);
-        if (got == c.ids) ++pass;
-        else MESSAGE("mismatch for \"" << c.text << "\"\n  got:     " << ids_text(got) << "\n  expected:" << ids_text(c.ids));
-    }
-    MESSAGE(name << ": " << pass << "/" << cases.size() << " llama.cpp cases pass");
-    CHECK(pass == static_cast<int>(cases.size()));
-}
 
 // Feeds ids one at a time; each piece of output must be whole characters.
 std::string stream(const Tokenizer& tok, std::span<const int32_t> ids, std::vector<int32_t> context = {}) {
@@ -183,12 +122,8 @@ TEST_CASE("special tokens: control ones only with parse_special, user-defined on
 }
 
 TEST_CASE("SmolLM2: chat template tokens, BOS flag, end of generation") {
-    const std::string path = kSource + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (!exists(path)) {
-        MESSAGE("SKIPPED: " << path << " is missing (scripts/get-model.sh SmolLM2-135M-Instruct.Q4_1)");
-        return;
-    }
-    const auto tok = load(path);
+    const auto tok = load_model_or_skip("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!tok) return;
     CHECK(tok->bos_id() == 1);
     CHECK(tok->eos_id() == 2);
     CHECK(tok->token_to_piece(1) == "<|im_start|>");
@@ -205,12 +140,8 @@ TEST_CASE("SmolLM2: chat template tokens, BOS flag, end of generation") {
 }
 
 TEST_CASE("Gemma 3: SentencePiece without the space prefix, user-defined pieces") {
-    const std::string path = kSource + "/models/gemma-3-270m-q4_k_m.gguf";
-    if (!exists(path)) {
-        MESSAGE("SKIPPED: " << path << " is missing (scripts/get-model.sh gemma-3-270m-q4_k_m)");
-        return;
-    }
-    const auto tok = load(path);
+    const auto tok = load_model_or_skip("gemma-3-270m-q4_k_m.gguf");
+    if (!tok) return;
     CHECK(tok->vocab_size() == 262144);
     CHECK(tok->bos_id() == 2);
     const std::vector<int32_t> hello = tok->encode("Hello", true);

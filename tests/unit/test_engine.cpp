@@ -15,6 +15,19 @@
 using namespace minfer;
 using namespace engine_test;
 
+namespace {
+
+// A greedy job on text encoded with BOS, at most max_tokens long.
+Job greedy_job(const char* text, int32_t max_tokens) {
+    Job j;
+    j.prompt = fixture().tokenizer->encode(text, true);
+    j.options.max_tokens = max_tokens;
+    j.options.sampling.temperature = 0.0f;
+    return j;
+}
+
+}  // namespace
+
 TEST_CASE("engine: 64 mixed requests in one batch give each one's output alone (greedy and seeded sampling)") {
     for (bool sampled : {false, true}) {
         CAPTURE(sampled);
@@ -198,11 +211,7 @@ TEST_CASE("engine: n parallel samples share the prompt's blocks (copy-on-write) 
 }
 
 TEST_CASE("engine: stop strings end the text before them and are never streamed") {
-    Fixture& f = fixture();
-    Job j;
-    j.prompt = f.tokenizer->encode("Once upon a time", true);
-    j.options.max_tokens = 100;
-    j.options.sampling.temperature = 0.0f;
+    Job j = greedy_job("Once upon a time", 100);
     const Result free_run = run_alone(j, small_config());
     const std::string text = free_run.samples.at(0).text;
     REQUIRE(text.size() > 40);
@@ -236,11 +245,7 @@ TEST_CASE("engine: a text prompt is encoded as the tokenizer does, BOS first") {
 }
 
 TEST_CASE("engine: max_tokens, min_tokens, stop_token_ids, EOS") {
-    Fixture& f = fixture();
-    Job j;
-    j.prompt = f.tokenizer->encode("Once upon a time", true);
-    j.options.max_tokens = 400;
-    j.options.sampling.temperature = 0.0f;
+    Job j = greedy_job("Once upon a time", 400);
     const Sample natural = run_alone(j, small_config()).samples.at(0);
     REQUIRE(natural.finish_reason == "stop");  // the story ends with EOS/BOS
     const int32_t n = int32_t(natural.tokens.size());
@@ -265,10 +270,7 @@ TEST_CASE("engine: max_tokens, min_tokens, stop_token_ids, EOS") {
 
 TEST_CASE("engine: logprobs and prompt logprobs match the model's log-softmax") {
     Fixture& f = fixture();
-    Job j;
-    j.prompt = f.tokenizer->encode("The little dog ran", true);
-    j.options.max_tokens = 5;
-    j.options.sampling.temperature = 0.0f;
+    Job j = greedy_job("The little dog ran", 5);
     j.options.logprobs = 3;
     j.options.echo = true;
     const Result r = run_alone(j, small_config());

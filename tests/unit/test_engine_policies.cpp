@@ -48,20 +48,17 @@ TEST_CASE("engine: fair policy (VTC) keeps a light client's service close to a h
     std::mt19937 rng(1);
     std::map<uint64_t, std::string> client_of;
     // The heavy client sends ten times the requests, all before the light one's.
-    for (int i = 0; i < 100; ++i) {
-        GenerationOptions o;
-        o.max_tokens = 8;
-        o.ignore_eos = true;
-        o.client = "heavy";
-        client_of[engine.add_request(random_prompt(rng, 24), o)] = "heavy";
-    }
-    for (int i = 0; i < 10; ++i) {
-        GenerationOptions o;
-        o.max_tokens = 8;
-        o.ignore_eos = true;
-        o.client = "light";
-        client_of[engine.add_request(random_prompt(rng, 24), o)] = "light";
-    }
+    auto send = [&](const std::string& client, int n) {
+        for (int i = 0; i < n; ++i) {
+            GenerationOptions o;
+            o.max_tokens = 8;
+            o.ignore_eos = true;
+            o.client = client;
+            client_of[engine.add_request(random_prompt(rng, 24), o)] = client;
+        }
+    };
+    send("heavy", 100);
+    send("light", 10);
     // VTC's bound: while both are backlogged, their counters differ by at most
     // about one request's cost per concurrent slot (input + 2 x output tokens).
     const double request_cost = 24 * 1.0 + 8 * 2.0;

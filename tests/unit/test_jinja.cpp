@@ -59,198 +59,260 @@ std::string error_of(const std::string& source, const std::string& vars = "{}", 
     return "(no error)";
 }
 
+// A template, what it must render (or, for check_errors, the error it must
+// raise), and the JSON object of its variables.
+struct Case {
+    std::string source;
+    std::string want;
+    std::string vars = "{}";
+};
+
+void check_renders(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+        INFO("template: ", c.source);
+        CHECK(render(c.source, c.vars) == c.want);
+    }
+}
+
+void check_errors(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+        INFO("template: ", c.source);
+        CHECK(error_of(c.source, c.vars) == c.want);
+    }
+}
+
 const char* kVars = R"({"x": {"a": 1, "content": "hi"}, "s": "héllo wörld", "n": null, "xs": [3, 1, 2]})";
 
 }  // namespace
 
 TEST_CASE("jinja: literals and Python's str()") {
-    CHECK(render("{{ 1 }} {{ 1.0 }} {{ 10/4 }} {{ 10/2 }} {{ -7//2 }} {{ -7 % 3 }} {{ 7.5 // 2 }} {{ 2**10 }}") ==
-          "1 1.0 2.5 5.0 -4 2 3.0 1024");
-    CHECK(render("{{ 1e20 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 1.5e-5 }}|{{ 0.0001 }}|{{ 0.1 + 0.2 }}") ==
-          "1e+20|1e+16|1000000000000000.0|1.5e-05|0.0001|0.30000000000000004");
-    CHECK(render("{{ none }} {{ true }} {{ False }} [{{ nothing }}]") == "None True False []");
-    CHECK(render("{{ (1,) }}{{ [1, 'a', none, true] }}{{ {'a': 1, \"b\": [2.5]} }}{{ ('x', \"it's\") }}") ==
-          "(1,)[1, 'a', None, True]{'a': 1, 'b': [2.5]}('x', \"it's\")");
-    CHECK(render("{{ 'a' 'b' }}{{ 'ab' * 3 }}{{ 2 * 'x' }}{{ 'a' ~ 1 ~ none ~ nothing }}") == "abababab" "xx" "a1None");
-    CHECK(render(R"({{ 'tab\there\n' }}{{ "\u00e9\x41" }})") == "tab\there\néA");
+    check_renders({
+        {"{{ 1 }} {{ 1.0 }} {{ 10/4 }} {{ 10/2 }} {{ -7//2 }} {{ -7 % 3 }} {{ 7.5 // 2 }} {{ 2**10 }}",
+         "1 1.0 2.5 5.0 -4 2 3.0 1024"},
+        {"{{ 1e20 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 1.5e-5 }}|{{ 0.0001 }}|{{ 0.1 + 0.2 }}",
+         "1e+20|1e+16|1000000000000000.0|1.5e-05|0.0001|0.30000000000000004"},
+        {"{{ none }} {{ true }} {{ False }} [{{ nothing }}]", "None True False []"},
+        {"{{ (1,) }}{{ [1, 'a', none, true] }}{{ {'a': 1, \"b\": [2.5]} }}{{ ('x', \"it's\") }}",
+         "(1,)[1, 'a', None, True]{'a': 1, 'b': [2.5]}('x', \"it's\")"},
+        {"{{ 'a' 'b' }}{{ 'ab' * 3 }}{{ 2 * 'x' }}{{ 'a' ~ 1 ~ none ~ nothing }}", "abababab" "xx" "a1None"},
+        {R"({{ 'tab\there\n' }}{{ "\u00e9\x41" }})", "tab\there\néA"},
+    });
 }
 
 TEST_CASE("jinja: operators and precedence") {
-    CHECK(render("{{ 1 + 2 * 3 }} {{ -2 ** 2 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }}") == "7 4 9 64");
-    CHECK(render("{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1.0 }} {{ true == 1 }} {{ [1, 2] == [1, 2] }}") ==
-          "True False True True True");
-    CHECK(render("{{ 'a' in 'cat' }} {{ 2 not in [1, 3] }} {{ 'k' in {'k': 1} }} {{ not true or true }}") ==
-          "True True True True");
-    CHECK(render("[{{ 'x' if false }}] {{ 'yes' if 1 else 'no' }} {{ none or 'dflt' }} {{ 0 and 1 }}") ==
-          "[] yes dflt 0");
-    CHECK(render("{{ [1, 2] + [3] }} {{ 'a' + 'b' }} {{ 1 + 2.5 }} {{ true + 1 }}") == "[1, 2, 3] ab 3.5 2");
-    // `is` and filters bind tighter than arithmetic; not applies to the whole test.
-    CHECK(render("{{ 1 + 1 is odd }} {{ not n is none }} {{ -3|abs }}", kVars) == "2 False 3");
+    check_renders({
+        {"{{ 1 + 2 * 3 }} {{ -2 ** 2 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }}", "7 4 9 64"},
+        {"{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1.0 }} {{ true == 1 }} {{ [1, 2] == [1, 2] }}",
+         "True False True True True"},
+        {"{{ 'a' in 'cat' }} {{ 2 not in [1, 3] }} {{ 'k' in {'k': 1} }} {{ not true or true }}",
+         "True True True True"},
+        {"[{{ 'x' if false }}] {{ 'yes' if 1 else 'no' }} {{ none or 'dflt' }} {{ 0 and 1 }}", "[] yes dflt 0"},
+        {"{{ [1, 2] + [3] }} {{ 'a' + 'b' }} {{ 1 + 2.5 }} {{ true + 1 }}", "[1, 2, 3] ab 3.5 2"},
+        // `is` and filters bind tighter than arithmetic; not applies to the whole test.
+        {"{{ 1 + 1 is odd }} {{ not n is none }} {{ -3|abs }}", "2 False 3", kVars},
+    });
 }
 
 TEST_CASE("jinja: attribute and item access as in Python") {
-    CHECK(render("{{ x.content }}{{ x['a'] }}[{{ x.missing }}]{{ x.missing is defined }}", kVars) == "hi1[]False");
-    CHECK(render("{{ xs[0] }}{{ xs[-1] }}[{{ xs[5] }}]{{ xs[1:] }}{{ xs[::-1] }}{{ xs[:-1] }}", kVars) ==
-          "32[][1, 2][2, 1, 3][3, 1]");
-    CHECK(render("{{ 'ab'[::-1] }}{{ s[1:4] }}{{ s[-1] }}{{ s|length }}", kVars) == "baélld11");
-    CHECK(render("{{ x.get('a') }}{{ x.get('zz', 'd') }}{{ x.get('zz') }}{% for k, v in x.items() %}{{ k }}={{ v }};{% endfor %}",
-                 kVars) == "1dNonea=1;content=hi;");
-    CHECK(render("{{ x.keys()|list }}{{ x.values()|list }}", kVars) == "['a', 'content'][1, 'hi']");
+    check_renders({
+        {"{{ x.content }}{{ x['a'] }}[{{ x.missing }}]{{ x.missing is defined }}", "hi1[]False", kVars},
+        {"{{ xs[0] }}{{ xs[-1] }}[{{ xs[5] }}]{{ xs[1:] }}{{ xs[::-1] }}{{ xs[:-1] }}",
+         "32[][1, 2][2, 1, 3][3, 1]",
+         kVars},
+        {"{{ 'ab'[::-1] }}{{ s[1:4] }}{{ s[-1] }}{{ s|length }}", "baélld11", kVars},
+        {"{{ x.get('a') }}{{ x.get('zz', 'd') }}{{ x.get('zz') }}{% for k, v in x.items() %}{{ k }}={{ v }};{% endfor %}",
+         "1dNonea=1;content=hi;",
+         kVars},
+        {"{{ x.keys()|list }}{{ x.values()|list }}", "['a', 'content'][1, 'hi']", kVars},
+    });
     // Attribute access on a missing value is an error, on None it is undefined.
     CHECK(error_of("{{ x.missing.deeper }}", kVars) == "line 1: 'dict object' has no attribute 'missing'");
     CHECK(render("[{{ n.foo }}]", kVars) == "[]");
 }
 
 TEST_CASE("jinja: whitespace control, trim_blocks and lstrip_blocks") {
-    CHECK(render("{% if true %}\n  x\n{% endif %}\n") == "  x\n");
-    CHECK(render("  {% if true %}yes{% endif %}") == "yes");
-    CHECK(render("a {%- if true %} b {% endif -%} c") == "a b c");
-    CHECK(render("{# c #}\nz") == "z");
-    CHECK(render("  {%+ if true %}y{% endif %}") == "  y");
-    CHECK(render("{% if true +%}\nkeep{% endif %}") == "\nkeep");
-    CHECK(render("a\n  {{- ' b ' -}}  \nc") == "a b c");
-    CHECK(render("{% raw %}{{ x }}{% endraw %}") == "{{ x }}");
-    CHECK(render("<{% for i in [1, 2] %}\n    {{ i }}\n{% endfor %}>") == "<    1\n    2\n>");
-    CHECK(render("line\r\nnext\r\n") == "line\nnext");  // newlines normalized, one trailing newline dropped
+    check_renders({
+        {"{% if true %}\n  x\n{% endif %}\n", "  x\n"},
+        {"  {% if true %}yes{% endif %}", "yes"},
+        {"a {%- if true %} b {% endif -%} c", "a b c"},
+        {"{# c #}\nz", "z"},
+        {"  {%+ if true %}y{% endif %}", "  y"},
+        {"{% if true +%}\nkeep{% endif %}", "\nkeep"},
+        {"a\n  {{- ' b ' -}}  \nc", "a b c"},
+        {"{% raw %}{{ x }}{% endraw %}", "{{ x }}"},
+        {"<{% for i in [1, 2] %}\n    {{ i }}\n{% endfor %}>", "<    1\n    2\n>"},
+        {"line\r\nnext\r\n", "line\nnext"}, // newlines normalized, one trailing newline dropped
+    });
 }
 
 TEST_CASE("jinja: for loops") {
-    CHECK(render("{% for i in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}"
-                 "{{ loop.revindex }}{{ loop.revindex0 }};{% endfor %}",
-                 kVars) == "10TrueFalse332;21FalseFalse321;32FalseTrue310;");
-    CHECK(render("{% for i in xs %}{{ loop.previtem }}-{{ loop.nextitem }}|{% endfor %}", kVars) == "-1|3-2|1-|");
-    CHECK(render("{% for i in [] %}x{% else %}empty{% endfor %}") == "empty");
-    CHECK(render("{% for i in xs if i > 1 %}{{ i }}{{ loop.length }}{% endfor %}", kVars) == "3222");
-    CHECK(render("{% for a, b in [(1, 2), [3, 4]] %}{{ a + b }}{% endfor %}") == "37");
-    CHECK(render("{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 4 %}{% break %}{% endif %}"
-                 "{{ i }}{% endfor %}") == "013");
-    CHECK(render("{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{% endfor %}") == "aba");
-    CHECK(render("{% for c in 'hé' %}[{{ c }}]{% endfor %}{% for k in {'a': 1, 'b': 2} %}{{ k }}{% endfor %}") ==
-          "[h][é]ab");
-    // A set inside a loop stays there; a namespace carries it out.
-    CHECK(render("{% set t = 0 %}{% set ns = namespace(t=0) %}{% for i in [1, 2] %}{% set t = t + i %}"
-                 "{% set ns.t = ns.t + i %}{% endfor %}{{ t }} {{ ns.t }}") == "0 3");
-    CHECK(render("{% for i in [1] %}{% for j in [2] %}{{ loop.index }}{% endfor %}{{ loop.length }}{% endfor %}") == "11");
+    check_renders({
+        {"{% for i in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}"
+         "{{ loop.revindex }}{{ loop.revindex0 }};{% endfor %}",
+         "10TrueFalse332;21FalseFalse321;32FalseTrue310;",
+         kVars},
+        {"{% for i in xs %}{{ loop.previtem }}-{{ loop.nextitem }}|{% endfor %}", "-1|3-2|1-|", kVars},
+        {"{% for i in [] %}x{% else %}empty{% endfor %}", "empty"},
+        {"{% for i in xs if i > 1 %}{{ i }}{{ loop.length }}{% endfor %}", "3222", kVars},
+        {"{% for a, b in [(1, 2), [3, 4]] %}{{ a + b }}{% endfor %}", "37"},
+        {"{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 4 %}{% break %}{% endif %}"
+         "{{ i }}{% endfor %}",
+         "013"},
+        {"{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{% endfor %}", "aba"},
+        {"{% for c in 'hé' %}[{{ c }}]{% endfor %}{% for k in {'a': 1, 'b': 2} %}{{ k }}{% endfor %}", "[h][é]ab"},
+        // A set inside a loop stays there; a namespace carries it out.
+        {"{% set t = 0 %}{% set ns = namespace(t=0) %}{% for i in [1, 2] %}{% set t = t + i %}"
+         "{% set ns.t = ns.t + i %}{% endfor %}{{ t }} {{ ns.t }}",
+         "0 3"},
+        {"{% for i in [1] %}{% for j in [2] %}{{ loop.index }}{% endfor %}{{ loop.length }}{% endfor %}", "11"},
+    });
 }
 
 TEST_CASE("jinja: set, blocks, with, filter blocks") {
-    CHECK(render("{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set t = 1, %}{{ t }}") == "12(1,)");
-    CHECK(render("{% set block %}  x {{ 1 }}  {% endset %}[{{ block }}]") == "[  x 1  ]");
-    CHECK(render("{% set block | trim | upper %}  x  {% endset %}[{{ block }}]") == "[X]");
-    CHECK(render("{% filter upper %}abc{{ 'd' }}{% endfilter %}") == "ABCD");
-    CHECK(render("{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]") == "3[]");
-    CHECK(render("{% set ns = namespace(d={'k': 'v'}) %}{% set ns.x = ns.d.k %}{{ ns.x }}") == "v");
+    check_renders({
+        {"{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set t = 1, %}{{ t }}", "12(1,)"},
+        {"{% set block %}  x {{ 1 }}  {% endset %}[{{ block }}]", "[  x 1  ]"},
+        {"{% set block | trim | upper %}  x  {% endset %}[{{ block }}]", "[X]"},
+        {"{% filter upper %}abc{{ 'd' }}{% endfilter %}", "ABCD"},
+        {"{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]", "3[]"},
+        {"{% set ns = namespace(d={'k': 'v'}) %}{% set ns.x = ns.d.k %}{{ ns.x }}", "v"},
+    });
     CHECK(error_of("{% set x = 1 %}{% set x.y = 2 %}") == "line 1: cannot assign attribute 'y' on 'x': it is not a namespace()");
 }
 
 TEST_CASE("jinja: macros and call blocks") {
-    CHECK(render("{% macro greet(name, greeting='Hi', punct='!') %}{{ greeting }} {{ name }}{{ punct }}{% endmacro %}"
-                 "{{ greet('Ann') }} {{ greet('Bo', punct='?') }} {{ greet(name='Cy', greeting='Yo') }}") ==
-          "Hi Ann! Hi Bo? Yo Cy!");
-    CHECK(render("{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}"
-                 "{{ fact(5) }}") == "120");
-    CHECK(render("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}"
-                 "{% call wrap('b') %}bold{% endcall %}") == "<b>bold</b>");
-    CHECK(render("{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}"
-                 "{% call(v) each([1, 2]) %}<{{ v }}>{% endcall %}") == "<1><2>");
-    CHECK(render("{% macro m() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}") == "(1, 2){'k': 3}");
-    // Macros see the template's variables at call time, not their own sets.
-    CHECK(render("{% macro show() %}{{ v }}{% endmacro %}{% set v = 'late' %}{{ show() }}") == "late");
-    CHECK(render("{% macro r() %}{% set inner = 1 %}{% endmacro %}{{ r() }}[{{ inner }}]") == "[]");
+    check_renders({
+        {"{% macro greet(name, greeting='Hi', punct='!') %}{{ greeting }} {{ name }}{{ punct }}{% endmacro %}"
+         "{{ greet('Ann') }} {{ greet('Bo', punct='?') }} {{ greet(name='Cy', greeting='Yo') }}",
+         "Hi Ann! Hi Bo? Yo Cy!"},
+        {"{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}"
+         "{{ fact(5) }}",
+         "120"},
+        {"{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}"
+         "{% call wrap('b') %}bold{% endcall %}",
+         "<b>bold</b>"},
+        {"{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}"
+         "{% call(v) each([1, 2]) %}<{{ v }}>{% endcall %}",
+         "<1><2>"},
+        {"{% macro m() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}", "(1, 2){'k': 3}"},
+        // Macros see the template's variables at call time, not their own sets.
+        {"{% macro show() %}{{ v }}{% endmacro %}{% set v = 'late' %}{{ show() }}", "late"},
+        {"{% macro r() %}{% set inner = 1 %}{% endmacro %}{{ r() }}[{{ inner }}]", "[]"},
+    });
 }
 
 TEST_CASE("jinja: filters") {
-    CHECK(render(R"({{ {'b': [1, 2.0, none, true], 'a': 'é"\n'}|tojson }})") ==
-          R"({"b": [1, 2.0, null, true], "a": "é\"\n"})");
-    CHECK(render("{{ {'a': [1, {}], 'b': []}|tojson(indent=2) }}") == "{\n  \"a\": [\n    1,\n    {}\n  ],\n  \"b\": []\n}");
-    CHECK(render("{{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }}{{ [1, 2]|tojson(separators=(',', ':')) }}") ==
-          "{\"a\": 2, \"b\": 1}[1,2]");
-    CHECK(render("[{{ '  a b \n'|trim }}][{{ 'xxaxx'|trim('x') }}]") == "[a b][a]");
-    CHECK(render("{{ xs|join(', ') }} {{ xs|length }} {{ xs|count }} {{ xs|first }} {{ xs|last }} {{ xs|sum }}", kVars) ==
-          "3, 1, 2 3 3 3 2 6");
-    CHECK(render("{{ xs|sort|list }}{{ xs|sort(reverse=true) }}{{ ['B', 'a', 'C']|sort }}{{ ['a', 'A', 'b']|unique|list }}",
-                 kVars) == "[1, 2, 3][3, 2, 1]['a', 'B', 'C']['a', 'b']");
-    CHECK(render("{{ xs|reverse|list }}{{ 'abc'|reverse }}{{ xs|min }}{{ xs|max }}", kVars) == "[2, 1, 3]cba13");
-    CHECK(render("[{{ nothing|default('d') }}][{{ ''|default('d') }}][{{ ''|default('d', true) }}][{{ n|d('x') }}]", kVars) ==
-          "[d][][d][None]");
-    CHECK(render("{{ 'Hello World'|upper }} {{ 'Hello World'|lower }} {{ 'hello world-foo(bar'|title }} "
-                 "{{ 'hELLO wORLD'|capitalize }}") == "HELLO WORLD hello world Hello World-Foo(Bar Hello world");
-    CHECK(render("{{ 'aXbX'|replace('X', '-') }} {{ 'aaa'|replace('a', 'b', 2) }} {{ 'one two  three'|wordcount }}") ==
-          "a-b- bba 3");
-    CHECK(render("{{ 2.675|round(2) }} {{ 2.5|round }} {{ 3|round }} {{ 3.14159|round(2, 'floor') }} {{ -3|abs }}") ==
-          "2.67 2.0 3 3.14 3");
-    CHECK(render("{{ '42'|int + 1 }} {{ '4.7'|int }} {{ 'x'|int(7) }} {{ '2.5'|float }} {{ 3|float }} {{ 5|string ~ '!' }}") ==
-          "43 4 7 2.5 3.0 5!");
-    CHECK(render("{{ 'a\nb\n\nc'|indent(2) }}|{{ 'a\nb'|indent(2, true) }}|{{ 'x\n\ny'|indent(2, blank=true) }}") ==
-          "a\n  b\n\n  c|  a\n  b|x\n  \n  y");
+    check_renders({
+        {R"({{ {'b': [1, 2.0, none, true], 'a': 'é"\n'}|tojson }})", R"({"b": [1, 2.0, null, true], "a": "é\"\n"})"},
+        {"{{ {'a': [1, {}], 'b': []}|tojson(indent=2) }}", "{\n  \"a\": [\n    1,\n    {}\n  ],\n  \"b\": []\n}"},
+        {"{{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }}{{ [1, 2]|tojson(separators=(',', ':')) }}",
+         "{\"a\": 2, \"b\": 1}[1,2]"},
+        {"[{{ '  a b \n'|trim }}][{{ 'xxaxx'|trim('x') }}]", "[a b][a]"},
+        {"{{ xs|join(', ') }} {{ xs|length }} {{ xs|count }} {{ xs|first }} {{ xs|last }} {{ xs|sum }}",
+         "3, 1, 2 3 3 3 2 6",
+         kVars},
+        {"{{ xs|sort|list }}{{ xs|sort(reverse=true) }}{{ ['B', 'a', 'C']|sort }}{{ ['a', 'A', 'b']|unique|list }}",
+         "[1, 2, 3][3, 2, 1]['a', 'B', 'C']['a', 'b']",
+         kVars},
+        {"{{ xs|reverse|list }}{{ 'abc'|reverse }}{{ xs|min }}{{ xs|max }}", "[2, 1, 3]cba13", kVars},
+        {"[{{ nothing|default('d') }}][{{ ''|default('d') }}][{{ ''|default('d', true) }}][{{ n|d('x') }}]",
+         "[d][][d][None]",
+         kVars},
+        {"{{ 'Hello World'|upper }} {{ 'Hello World'|lower }} {{ 'hello world-foo(bar'|title }} "
+         "{{ 'hELLO wORLD'|capitalize }}",
+         "HELLO WORLD hello world Hello World-Foo(Bar Hello world"},
+        {"{{ 'aXbX'|replace('X', '-') }} {{ 'aaa'|replace('a', 'b', 2) }} {{ 'one two  three'|wordcount }}",
+         "a-b- bba 3"},
+        {"{{ 2.675|round(2) }} {{ 2.5|round }} {{ 3|round }} {{ 3.14159|round(2, 'floor') }} {{ -3|abs }}",
+         "2.67 2.0 3 3.14 3"},
+        {"{{ '42'|int + 1 }} {{ '4.7'|int }} {{ 'x'|int(7) }} {{ '2.5'|float }} {{ 3|float }} {{ 5|string ~ '!' }}",
+         "43 4 7 2.5 3.0 5!"},
+        {"{{ 'a\nb\n\nc'|indent(2) }}|{{ 'a\nb'|indent(2, true) }}|{{ 'x\n\ny'|indent(2, blank=true) }}",
+         "a\n  b\n\n  c|  a\n  b|x\n  \n  y"},
+    });
     const char* people = R"({"people": [{"name": "Ann", "age": 30, "tags": ["x"]}, {"name": "Bo", "age": 20},
                                         {"name": "Cy", "age": 30}]})";
-    CHECK(render("{{ people|map(attribute='name')|join(',') }} {{ people|selectattr('age', 'equalto', 30)|map(attribute='name')|list }} "
-                 "{{ people|rejectattr('tags')|map(attribute='name')|list }} {{ people|sort(attribute='age')|map(attribute='name')|join }}",
-                 people) == "Ann,Bo,Cy ['Ann', 'Cy'] ['Bo', 'Cy'] BoAnnCy");
-    CHECK(render("{{ people|map(attribute='tags', default=[])|map('length')|list }} {{ [1, 2, 3, 4]|select('odd')|list }} "
-                 "{{ [1, 2, 3, 4]|reject('gt', 2)|list }} {{ [0, 1, '']|select|list }}",
-                 people) == "[1, 0, 0] [1, 3] [1, 2] [1]");
-    CHECK(render("{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}{{ {'b': 1, 'a': 2}|dictsort }}") ==
-          "a1[('a', 2), ('b', 1)]");
-    CHECK(render("{{ [1, 2, 3]|batch(2)|list }} {{ [1, 2, 3]|batch(2, 0)|list }}") == "[[1, 2], [3]] [[1, 2], [3, 0]]");
-    CHECK(render("{{ 'a'|safe + '<b>' }} {{ '<b>'|e }} {{ '<b>' ~ 'x'|safe }}") == "a&lt;b&gt; &lt;b&gt; <b>x");
-    CHECK(render("{{ '%s is %d'|format('x', 3) }} {{ '%05.1f' % 3.14159 }}") == "x is 3 003.1");
+    check_renders({
+        {"{{ people|map(attribute='name')|join(',') }} {{ people|selectattr('age', 'equalto', 30)|map(attribute='name')|list }} "
+         "{{ people|rejectattr('tags')|map(attribute='name')|list }} {{ people|sort(attribute='age')|map(attribute='name')|join }}",
+         "Ann,Bo,Cy ['Ann', 'Cy'] ['Bo', 'Cy'] BoAnnCy",
+         people},
+        {"{{ people|map(attribute='tags', default=[])|map('length')|list }} {{ [1, 2, 3, 4]|select('odd')|list }} "
+         "{{ [1, 2, 3, 4]|reject('gt', 2)|list }} {{ [0, 1, '']|select|list }}",
+         "[1, 0, 0] [1, 3] [1, 2] [1]",
+         people},
+        {"{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}{{ {'b': 1, 'a': 2}|dictsort }}",
+         "a1[('a', 2), ('b', 1)]"},
+        {"{{ [1, 2, 3]|batch(2)|list }} {{ [1, 2, 3]|batch(2, 0)|list }}", "[[1, 2], [3]] [[1, 2], [3, 0]]"},
+        {"{{ 'a'|safe + '<b>' }} {{ '<b>'|e }} {{ '<b>' ~ 'x'|safe }}", "a&lt;b&gt; &lt;b&gt; <b>x"},
+        {"{{ '%s is %d'|format('x', 3) }} {{ '%05.1f' % 3.14159 }}", "x is 3 003.1"},
+    });
     // map/select return generators, as in jinja2: json.dumps refuses them.
     CHECK(error_of("{{ [1]|map('string')|tojson }}") == "line 1: Object of type generator is not JSON serializable");
 }
 
 TEST_CASE("jinja: tests") {
-    CHECK(render("{{ n is none }}{{ 1 is number }}{{ 1 is integer }}{{ 1.0 is float }}{{ true is boolean }}"
-                 "{{ 's' is string }}{{ x is mapping }}{{ xs is iterable }}{{ 's' is sequence }}{{ range is callable }}",
-                 kVars) == "TrueTrueTrueTrueTrueTrueTrueTrueTrueTrue");
-    CHECK(render("{{ 1 is odd }}{{ 2 is even }}{{ 6 is divisibleby 3 }}{{ 6 is divisibleby(4) }}{{ 'a' is in 'cat' }}"
-                 "{{ 3 is gt 2 }}{{ 3 is lt 2 }}{{ 'a' is eq 'a' }}{{ 'a' is ne 'a' }}{{ true is true }}{{ 1 is false }}") ==
-          "TrueTrueTrueFalseTrueTrueFalseTrueFalseTrueFalse");
-    CHECK(render("{{ nothing is defined }}{{ nothing is undefined }}{{ x.a is not defined }}{{ 'abc' is lower }}", kVars) ==
-          "FalseTrueFalseTrue");
+    check_renders({
+        {"{{ n is none }}{{ 1 is number }}{{ 1 is integer }}{{ 1.0 is float }}{{ true is boolean }}"
+         "{{ 's' is string }}{{ x is mapping }}{{ xs is iterable }}{{ 's' is sequence }}{{ range is callable }}",
+         "TrueTrueTrueTrueTrueTrueTrueTrueTrueTrue",
+         kVars},
+        {"{{ 1 is odd }}{{ 2 is even }}{{ 6 is divisibleby 3 }}{{ 6 is divisibleby(4) }}{{ 'a' is in 'cat' }}"
+         "{{ 3 is gt 2 }}{{ 3 is lt 2 }}{{ 'a' is eq 'a' }}{{ 'a' is ne 'a' }}{{ true is true }}{{ 1 is false }}",
+         "TrueTrueTrueFalseTrueTrueFalseTrueFalseTrueFalse"},
+        {"{{ nothing is defined }}{{ nothing is undefined }}{{ x.a is not defined }}{{ 'abc' is lower }}",
+         "FalseTrueFalseTrue",
+         kVars},
+    });
 }
 
 TEST_CASE("jinja: string methods") {
-    CHECK(render("{{ s.split() }}{{ '  a b  '.split(' ') }}{{ 'a,b,,c'.split(',', 1) }}{{ ' a  b c '.rsplit(none, 1) }}",
-                 kVars) == "['héllo', 'wörld']['', '', 'a', 'b', '', '']['a', 'b,,c'][' a  b', 'c']");
-    CHECK(render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}{{ ' x '.strip() }}{{ 'xxaxx'.lstrip('x') }}"
-                 "{{ 'a-b'.replace('-', '+') }}{{ 'aé'.upper() }}{{ 'héllo'.find('l') }}{{ 'aaa'.count('a') }}") ==
-          "TrueTruexaxxa+bAÉ23");
-    CHECK(render("{{ '{} and {name}'.format(1, name='x') }} {{ ', '.join(['a', 'b']) }} {{ 'a</think>b'.split('</think>')[-1] }}") ==
-          "1 and x a, b b");
+    check_renders({
+        {"{{ s.split() }}{{ '  a b  '.split(' ') }}{{ 'a,b,,c'.split(',', 1) }}{{ ' a  b c '.rsplit(none, 1) }}",
+         "['héllo', 'wörld']['', '', 'a', 'b', '', '']['a', 'b,,c'][' a  b', 'c']",
+         kVars},
+        {"{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}{{ ' x '.strip() }}{{ 'xxaxx'.lstrip('x') }}"
+         "{{ 'a-b'.replace('-', '+') }}{{ 'aé'.upper() }}{{ 'héllo'.find('l') }}{{ 'aaa'.count('a') }}",
+         "TrueTruexaxxa+bAÉ23"},
+        {"{{ '{} and {name}'.format(1, name='x') }} {{ ', '.join(['a', 'b']) }} {{ 'a</think>b'.split('</think>')[-1] }}",
+         "1 and x a, b b"},
+    });
     CHECK(error_of("{{ 'abc'.nosuchmethod() }}") == "line 1: 'str object' has no attribute 'nosuchmethod'");
 }
 
 TEST_CASE("jinja: errors at load time name the construct and the line") {
-    CHECK(error_of("ok\n{% include 'x.jinja' %}") ==
-          "line 2: unsupported tag 'include' (chat templates render on their own: no inheritance, includes or imports)");
-    CHECK(error_of("{% if x %}\n{% frobnicate %}{% endif %}") ==
-          "line 2: unknown tag 'frobnicate' (the innermost open block is 'if' from line 1)");
-    CHECK(error_of("\n\n{{ x|nosuchfilter }}") == "line 3: unknown filter 'nosuchfilter'");
-    CHECK(error_of("{% if x is nosuchtest %}{% endif %}") == "line 1: unknown test 'nosuchtest'");
-    CHECK(error_of("{% for x in xs %}\n{{ x }}") ==
-          "line 2: unexpected end of template: expected 'endfor' or 'else' to close the 'for' from line 1");
-    CHECK(error_of("{% break %}") == "line 1: 'break' outside of a for loop");
-    CHECK(error_of("{{ 1 + }}") == "line 1: unexpected end of print statement '}}'");
-    CHECK(error_of("{{ 'abc }}") == "line 1: unterminated string literal");
-    CHECK(error_of("{# never closed") == "line 1: missing end of comment tag '#}'");
-    CHECK(error_of("a\n{{ (1 }}") == "line 2: unexpected '}', expected ')'");
-    CHECK(error_of("{% endif %}") == "line 1: unknown tag 'endif'");
+    check_errors({
+        {"ok\n{% include 'x.jinja' %}",
+         "line 2: unsupported tag 'include' (chat templates render on their own: no inheritance, includes or imports)"},
+        {"{% if x %}\n{% frobnicate %}{% endif %}",
+         "line 2: unknown tag 'frobnicate' (the innermost open block is 'if' from line 1)"},
+        {"\n\n{{ x|nosuchfilter }}", "line 3: unknown filter 'nosuchfilter'"},
+        {"{% if x is nosuchtest %}{% endif %}", "line 1: unknown test 'nosuchtest'"},
+        {"{% for x in xs %}\n{{ x }}",
+         "line 2: unexpected end of template: expected 'endfor' or 'else' to close the 'for' from line 1"},
+        {"{% break %}", "line 1: 'break' outside of a for loop"},
+        {"{{ 1 + }}", "line 1: unexpected end of print statement '}}'"},
+        {"{{ 'abc }}", "line 1: unterminated string literal"},
+        {"{# never closed", "line 1: missing end of comment tag '#}'"},
+        {"a\n{{ (1 }}", "line 2: unexpected '}', expected ')'"},
+        {"{% endif %}", "line 1: unknown tag 'endif'"},
+    });
     // A chat template is checked when it is loaded, not when first rendered.
     CHECK_THROWS_WITH_AS(ChatTemplate::from_source("{{ messages|nosuch }}"),
                          "chat template syntax error at line 1: unknown filter 'nosuch'", ChatTemplateError);
 }
 
 TEST_CASE("jinja: errors at render time carry their message") {
-    CHECK(error_of("a\n{{ raise_exception('Roles must alternate') }}") == "line 2: Roles must alternate");
-    CHECK(error_of("{{ 1 + 'a' }}") == "line 1: unsupported operand type(s) for +: 'int' and 'str'");
-    CHECK(error_of("{{ nothing + 1 }}") == "line 1: 'nothing' is undefined");
-    CHECK(error_of("{{ nothing() }}") == "line 1: 'nothing' is undefined");
-    CHECK(error_of("{{ 'a'() }}") == "line 1: 'str' object is not callable");
-    CHECK(error_of("{{ 1 / 0 }}") == "line 1: division by zero");
-    CHECK(error_of("{% for x in 5 %}{% endfor %}") == "line 1: 'int' object is not iterable");
-    CHECK(error_of("{% for a, b in [1] %}{% endfor %}") == "line 1: cannot unpack non-iterable int object");
+    check_errors({
+        {"a\n{{ raise_exception('Roles must alternate') }}", "line 2: Roles must alternate"},
+        {"{{ 1 + 'a' }}", "line 1: unsupported operand type(s) for +: 'int' and 'str'"},
+        {"{{ nothing + 1 }}", "line 1: 'nothing' is undefined"},
+        {"{{ nothing() }}", "line 1: 'nothing' is undefined"},
+        {"{{ 'a'() }}", "line 1: 'str' object is not callable"},
+        {"{{ 1 / 0 }}", "line 1: division by zero"},
+        {"{% for x in 5 %}{% endfor %}", "line 1: 'int' object is not iterable"},
+        {"{% for a, b in [1] %}{% endfor %}", "line 1: cannot unpack non-iterable int object"},
+    });
     try {
         ChatTemplate::from_source("{{ raise_exception('System role not supported') }}").render({}, false);
         FAIL("no error");

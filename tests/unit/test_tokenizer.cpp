@@ -10,71 +10,12 @@
 #include "engine/gguf/gguf.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/tokenizer.h"
+#include "tokenizer_test_util.h"
 
 using namespace minfer;
+using namespace minfer::tokenizer_test;
 
 namespace {
-
-const std::string kShared = MINFER_SHARED_DIR;
-const std::string kSource = MINFER_SOURCE_DIR;
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE_MESSAGE(f.good(), "cannot open " << path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-struct VocabCase {
-    std::string text;
-    std::vector<int32_t> ids;
-};
-
-// llama.cpp's tokenizer tests: NAME.gguf.inp holds the texts, each followed by
-// "\n__ggml_vocab_test__\n"; NAME.gguf.out one line of ids per text.
-std::vector<VocabCase> read_vocab_cases(const std::string& gguf_path) {
-    const std::string inp = read_file(gguf_path + ".inp");
-    const std::string out = read_file(gguf_path + ".out");
-    const std::string sep = "\n__ggml_vocab_test__\n";
-    std::vector<VocabCase> cases;
-    for (size_t pos = 0;;) {
-        const size_t hit = inp.find(sep, pos);
-        if (hit == std::string::npos) break;
-        cases.push_back({inp.substr(pos, hit - pos), {}});
-        pos = hit + sep.size();
-    }
-    std::istringstream lines(out);
-    std::string line;
-    for (auto& c : cases) {
-        REQUIRE(std::getline(lines, line));
-        std::istringstream nums(line);
-        for (int32_t id; nums >> id;) c.ids.push_back(id);
-    }
-    return cases;
-}
-
-// How many cases the tokenizer gets right; reports the others.
-int count_passing(const Tokenizer& tok, const std::vector<VocabCase>& cases, bool report) {
-    int pass = 0;
-    for (const auto& c : cases) {
-        const std::vector<int32_t> got = tok.encode(c.text, /*add_special=*/false);
-        if (got == c.ids) {
-            ++pass;
-        } else if (report) {
-            std::string g, e;
-            for (int32_t id : got) g += " " + std::to_string(id);
-            for (int32_t id : c.ids) e += " " + std::to_string(id);
-            MESSAGE("mismatch for \"" << c.text << "\"\n  got:     " << g << "\n  expected:" << e);
-        }
-    }
-    return pass;
-}
-
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-    const GGUFFile file = GGUFFile::open(path);
-    return Tokenizer::from_gguf(file);
-}
 
 bool is_valid_utf8(std::string_view s) {
     for (size_t i = 0; i < s.size();) {
@@ -128,23 +69,11 @@ std::string detokenize_stream(const Tokenizer& tok, std::span<const int32_t> ids
 }  // namespace
 
 TEST_CASE("llama SPM vocabulary: every llama.cpp test case") {
-    const std::string path = kShared + "/vocab/ggml-vocab-llama-spm.gguf";
-    const auto tok = load(path);
-    const auto cases = read_vocab_cases(path);
-    REQUIRE(cases.size() == 46);
-    const int pass = count_passing(*tok, cases, true);
-    MESSAGE("llama-spm: " << pass << "/" << cases.size() << " cases pass");
-    CHECK(pass == static_cast<int>(cases.size()));
+    check_vocab_cases("llama-spm");
 }
 
 TEST_CASE("Phi-3 vocabulary (SPM, <unk> typed control, padding typed unknown): every llama.cpp test case") {
-    const std::string path = kShared + "/vocab/ggml-vocab-phi-3.gguf";
-    const auto tok = load(path);
-    const auto cases = read_vocab_cases(path);
-    REQUIRE(cases.size() == 46);
-    const int pass = count_passing(*tok, cases, true);
-    MESSAGE("phi-3: " << pass << "/" << cases.size() << " cases pass");
-    CHECK(pass == static_cast<int>(cases.size()));
+    const auto tok = check_vocab_cases("phi-3");
     CHECK(tok->eos_id() == 32000);
     // EOS, then <|end|> (32007), which llama.cpp recognises by its text: Phi-3's chat turns end with it.
     CHECK(tok->end_of_generation_ids() == std::vector<int32_t>{32000, 32007});
