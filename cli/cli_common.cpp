@@ -90,7 +90,9 @@ void add_engine_options(cxxopts::Options& opts) {
         ("enforce-eager", "never record decode steps as CUDA graphs")
         ("no-prefix-caching", "do not reuse the KV blocks of shared prompt prefixes")
         ("scheduling-policy", "fcfs, priority (lower first) or fair (per user)",
-         cxxopts::value<std::string>()->default_value("fcfs"));
+         cxxopts::value<std::string>()->default_value("fcfs"))
+        ("max-step-ms", "a step's target time: its token budget shrinks to fit, from the steps timed so far "
+         "(auto: 100 on the CPU, none on a GPU; 0: none)", cxxopts::value<std::string>()->default_value("auto"));
     // clang-format on
     add_device_options(opts, true, "engine");
     add_quantization_option(opts);
@@ -158,6 +160,17 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
         throw UsageError("--gpu-memory-utilization must be in (0, 1]");
     c.enforce_eager = args.count("enforce-eager") > 0;
     c.kv_cache_dtype = kv_cache_dtype_from(args);
+    if (const std::string ms = args["max-step-ms"].as<std::string>(); ms != "auto") {
+        size_t end = 0;
+        double value = -1;
+        try {
+            value = std::stod(ms, &end);
+        } catch (const std::exception&) {
+        }
+        if (end != ms.size() || !(value >= 0 && value <= 3.6e6))
+            throw UsageError("--max-step-ms must be auto or a number of milliseconds >= 0, got '" + ms + "'");
+        c.max_step_seconds = value / 1000;
+    }
     c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
     try {
         c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());

@@ -25,6 +25,11 @@ int32_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
 
 }  // namespace
 
+// The CPU's step target: 100 ms keeps the streams' inter-token latency near it
+// while a long prompt is prefilled beside them (StepPacer), at some cost to the
+// long prompt's own speed (smaller matrix products).
+constexpr double kCpuStepSeconds = 0.1;
+
 // Memory a GPU backend keeps beyond the runner's activations: cuBLASLt's
 // workspace and converted activations, attention and sampling scratch, graphs.
 constexpr size_t kDeviceReserve = size_t(1) << 30;
@@ -77,6 +82,8 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
         config_.max_model_len = m.context_len;
     }
     config_.kv_cache_dtype = resolve_kv_dtype(model.backend(), config_.kv_cache_dtype);
+    if (!config_.max_step_seconds) config_.max_step_seconds = model.backend().name() == "cpu" ? kCpuStepSeconds : 0.0;
+    pacer_ = std::make_unique<StepPacer>(*config_.max_step_seconds, config_.max_num_batched_tokens);
     config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
     const int32_t logits_rows = config_.max_num_seqs;
@@ -171,8 +178,9 @@ void LLMEngine::abort(uint64_t request_id) {
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
-    const SchedulerOutput scheduled = scheduler_->schedule();
+    const SchedulerOutput scheduled = scheduler_->schedule(pacer_->next());
     if (!scheduled.empty()) {
+        const double began = now_seconds();
         start_step(scheduled);
         const StepInputs in = planner_->build(scheduled);
         if (trace_) write_trace(scheduled, in.plan);
@@ -184,6 +192,7 @@ std::vector<RequestOutput> LLMEngine::step() {
 
         commit_computed(scheduled);
         outputs_->process(in, sampled, logits);
+        pacer_->observe(scheduled.num_tokens, now_seconds() - began);
     }
     return outputs_->collect(requests_);
 }

@@ -24,6 +24,7 @@
 #include "engine/core/output_processor.h"
 #include "engine/core/plan_builder.h"
 #include "engine/core/sequence.h"
+#include "engine/core/step_pacer.h"
 #include "engine/model/model.h"
 #include "engine/model/model_runner.h"
 #include "engine/text/tokenizer.h"
@@ -48,6 +49,10 @@ struct EngineConfig {
     bool enable_prefix_caching = true;
     SchedulingPolicy policy = SchedulingPolicy::Fcfs;
     int32_t max_logprobs = 20;
+    // A step's target time: its token budget shrinks below max_num_batched_tokens
+    // to fit (StepPacer); 0: no target. Unset: 0.1 s on the CPU backend, none on
+    // a GPU (LLMEngine sets it to what it chose).
+    std::optional<double> max_step_seconds;
 };
 
 // A request the engine refuses (bad parameters, too long for the context or
@@ -123,6 +128,7 @@ private:
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<ModelRunner> runner_;
     std::unique_ptr<PlanBuilder> planner_;
+    std::unique_ptr<StepPacer> pacer_;
     std::unique_ptr<OutputProcessor> outputs_;
 
     RequestMap requests_;

@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/formats/float16.h"
 #include "kernels/formats/quant.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_dot.h"
@@ -146,48 +147,43 @@ public:
         }
     }
 
+    // Tiles of up to kAttentionLanes (row, head) pairs: a sequence's rows in
+    // order, the heads of one kv head's group within each row.
     template <class T>
     void paged_attention_as(const float* q, const AttentionParams& a, const KVCache& cache, int32_t layer,
                             float* out) {
         const int32_t hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-        const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
+        const StepPlan& p = *step_;
+        tiles_.clear();
+        for (int32_t sq = 0; sq < p.num_seqs(); ++sq)
+            for (int32_t kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+                cpu::AttentionTile tile;
+                tile.kv_head = kvh;
+                for (int32_t r = p.query_start[sq]; r < p.query_start[sq + 1]; ++r)
+                    for (int32_t g = 0; g < group; ++g) {
+                        const int l = tile.lanes++;
+                        tile.row[l] = r;
+                        tile.head[l] = kvh * group + g;
+                        tile.last[l] = p.positions[r];
+                        tile.first[l] = a.window > 0 ? std::max(0, p.positions[r] - a.window + 1) : 0;
+                        if (tile.lanes == cpu::kAttentionLanes) {
+                            tiles_.push_back(tile);
+                            tile.lanes = 0;
+                        }
+                    }
+                if (tile.lanes > 0) tiles_.push_back(tile);
+            }
         const T* k_pool = static_cast<const T*>(cache.k[layer]);
         const T* v_pool = static_cast<const T*>(cache.v[layer]);
-        const StepPlan& p = *step_;
-        const int32_t max_ctx = p.max_context_len();
-        // One task per (row, head); long contexts make each task bigger.
-        const int64_t tasks = int64_t(p.num_tokens()) * a.n_heads;
-        pool_.parallel_for(tasks, std::max<int64_t>(1, 4096 / std::max(1, max_ctx)), [&](int64_t t0, int64_t t1) {
-            thread_local std::vector<float> scores;
-            scores.resize(size_t(max_ctx));
-            for (int64_t task = t0; task < t1; ++task) {
-                const int32_t r = int32_t(task / a.n_heads), h = int32_t(task % a.n_heads);
-                const int32_t* table = p.block_tables.data() + int64_t(seq_of_row_[r]) * p.max_blocks_per_seq;
-                const int32_t pos = p.positions[r];
-                const int32_t first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
-                const float* qh = q + (int64_t(r) * a.n_heads + h) * hd;
-                const int64_t kv_off = int64_t(h / group) * hd;
-                auto slot = [&](int32_t t) { return int64_t(table[t / block_size_]) * block_size_ + t % block_size_; };
-                float max_score = -INFINITY;
-                for (int32_t t = first; t <= pos; ++t) {
-                    const T* kt = k_pool + slot(t) * kv_row + kv_off;
-                    float dot = 0.0f;
-                    for (int32_t j = 0; j < hd; ++j) dot += qh[j] * widen(kt[j]);
-                    scores[t] = dot * a.scale;
-                    max_score = std::max(max_score, scores[t]);
-                }
-                float total = 0.0f;
-                for (int32_t t = first; t <= pos; ++t) {
-                    scores[t] = std::exp(scores[t] - max_score);
-                    total += scores[t];
-                }
-                float* oh = out + (int64_t(r) * a.n_heads + h) * hd;
-                std::fill(oh, oh + hd, 0.0f);
-                for (int32_t t = first; t <= pos; ++t) {
-                    const T* vt = v_pool + slot(t) * kv_row + kv_off;
-                    const float wgt = scores[t] / total;
-                    for (int32_t j = 0; j < hd; ++j) oh[j] += wgt * widen(vt[j]);
-                }
+        const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
+        pool_.parallel_for(int64_t(tiles_.size()), 1, [&](int64_t t0, int64_t t1) {
+            thread_local std::vector<float> scratch;
+            for (int64_t i = t0; i < t1; ++i) {
+                const cpu::AttentionTile& tile = tiles_[size_t(i)];
+                const int32_t sq = seq_of_row_[tile.row[0]];
+                const cpu::PagedSequence seq{p.block_tables.data() + int64_t(sq) * p.max_blocks_per_seq, block_size_,
+                                             kv_row};
+                cpu::attend_tile(tile, q, a.n_heads, hd, a.scale, k_pool, v_pool, seq, scratch, out);
             }
         });
     }
@@ -243,6 +239,7 @@ private:
     const StepPlan* step_ = nullptr;
     int32_t block_size_ = 16;
     std::vector<int32_t> seq_of_row_;
+    std::vector<cpu::AttentionTile> tiles_;  // paged_attention's, kept to reuse the memory
     std::vector<float> k_row_;  // rope_kv_write: one row of k, rotated before it is stored
 };
 

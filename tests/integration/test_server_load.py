@@ -50,15 +50,15 @@ def wait_for(predicate, timeout, what):
 
 @pytest.fixture(scope="module")
 def one_chunk():
-    """The long prompt's prefill is a single step."""
-    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 2048) as s:
+    """The long prompt's prefill is a single step (no step target: --max-step-ms 0)."""
+    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 2048, "--max-step-ms", 0) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def small_chunks():
     """The long prompt's prefill takes eight steps of 256 tokens."""
-    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 256) as s:
+    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 256, "--max-step-ms", 0) as s:
         yield s
 
 
@@ -115,3 +115,41 @@ def test_a_stream_cut_during_prefill_is_aborted_at_the_next_chunk(small_chunks):
     # (noticed only at its first token, it would have had one).
     assert counter(s, "minfer:generation_tokens_total") == before_tokens
     assert counter(s, "minfer:engine_steps_total") - steps < 8
+
+
+def stream_times(server, body, out):
+    """Streams a completion; appends its start and each chunk's arrival to out."""
+    import http.client
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=300)
+    conn.request("POST", "/v1/completions", json.dumps({**body, "stream": True}), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    out.append(time.time())
+    for line in response:
+        if line.startswith(b"data: {"):
+            out.append(time.time())
+    conn.close()
+
+
+def test_a_long_prompt_does_not_stall_the_others():
+    # The CPU's step target (100 ms by default) cuts the long prompt's prefill
+    # into steps that fit it: a running stream keeps its pace, and a short
+    # prompt that comes later is answered long before the long one.
+    with Server("--synthetic", "l134m:q8_0") as s:
+        running, long, short = [], [], []
+        threads = [threading.Thread(target=stream_times, args=(s, body, out)) for body, out in [
+            ({"prompt": "Once upon a time", "max_tokens": 300, "ignore_eos": True}, running),
+            ({"prompt": LONG_PROMPT, "max_tokens": 1}, long)]]
+        threads[0].start()
+        wait_for(lambda: len(running) > 5, 30, "the stream to start")
+        threads[1].start()
+        wait_for(lambda: len(long) > 0, 30, "the long prompt to start")
+        time.sleep(0.5)
+        stream_times(s, {"prompt": "Once", "max_tokens": 2}, short)
+        for t in threads:
+            t.join(300)
+        short_ttft, long_ttft = short[1] - short[0], long[1] - long[0]
+        gaps = [b - a for a, b in zip(running[1:], running[2:]) if long[0] <= a <= long[1]]
+        assert len(gaps) > 10, "the stream ended before the long prompt's prefill"
+        assert short_ttft < 1.5 and short_ttft < 0.5 * long_ttft, (short_ttft, long_ttft)
+        gaps.sort()
+        assert gaps[len(gaps) // 2] < 0.3, f"the stream's median gap was {gaps[len(gaps) // 2]:.3f} s"
