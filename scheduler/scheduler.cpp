@@ -100,8 +100,21 @@ void Scheduler::charge(SequenceState& seq, int32_t count) {
 }
 
 SchedulerOutput Scheduler::schedule() {
+    return schedule(StepBudget{config_.max_num_batched_tokens, config_.max_num_batched_tokens});
+}
+
+// A prompt's chunk is capped only while another prompt waits or runs its
+// prefill: alone, it may take the whole step.
+int32_t Scheduler::prefill_cap(const StepBudget& budget) const {
+    int32_t prefills = int32_t(waiting_.size());
+    for (const SequenceState* s : running_) prefills += s->num_uncomputed() > 1;
+    return prefills > 1 ? std::max(1, budget.prefill_chunk) : budget.tokens;
+}
+
+SchedulerOutput Scheduler::schedule(const StepBudget& budget) {
     SchedulerOutput out;
-    int32_t token_budget = config_.max_num_batched_tokens;
+    int32_t token_budget = std::min(budget.tokens, config_.max_num_batched_tokens);
+    const int32_t chunk_cap = prefill_cap(budget);
     int32_t logits_left = config_.max_logits_rows;
 
     // 1. Running sequences: decodes first, then prefill chunks, each group in arrival order.
@@ -114,7 +127,8 @@ SchedulerOutput Scheduler::schedule() {
     for (size_t i = 0; i < todo.size() && token_budget > 0; ++i) {
         SequenceState* seq = todo[i];
         if (seq->status != SequenceStatus::Running) continue;  // preempted earlier in this loop
-        const int32_t count = fit_logits(*seq, std::min(seq->num_uncomputed(), token_budget), logits_left);
+        const int32_t count =
+            fit_logits(*seq, std::min({seq->num_uncomputed(), token_budget, chunk_cap}), logits_left);
         if (count == 0) continue;
         bool scheduled = false;
         while (true) {
@@ -149,7 +163,8 @@ SchedulerOutput Scheduler::schedule() {
             // Reuse cached blocks of the prompt, unless its rows are wanted for their logits.
             const bool looked_up = seq->blocks.blocks.empty() && seq->may_reuse_cached_prefix();
             if (looked_up) seq->num_computed = blocks_.match_prefix(seq->tokens, seq->blocks);
-            const int32_t count = fit_logits(*seq, std::min(seq->num_uncomputed(), token_budget), logits_left);
+            const int32_t count =
+                fit_logits(*seq, std::min({seq->num_uncomputed(), token_budget, chunk_cap}), logits_left);
             if (count == 0 ||
                 !blocks_.allocate(seq->blocks, seq->num_computed, seq->num_computed + count, out.copies)) {
                 // Give the borrowed prefix back; try again next step.

@@ -39,6 +39,14 @@ struct SchedulerConfig {
     SchedulingPolicy policy = SchedulingPolicy::Fcfs;
 };
 
+// What one step may take: rows in all, and rows for one prompt's chunk while
+// other prompts compete for the step (so that a long prompt leaves room for the
+// ones behind it, as vLLM's long_prefill_token_threshold does).
+struct StepBudget {
+    int32_t tokens = 2048;
+    int32_t prefill_chunk = 2048;
+};
+
 struct ScheduledSequence {
     SequenceState* seq;
     int32_t num_tokens;  // rows of this sequence in the step: tokens [num_computed, num_computed + num_tokens)
@@ -68,7 +76,8 @@ public:
     // Drops a finished or aborted sequence and frees its blocks.
     void remove(SequenceState* seq);
 
-    SchedulerOutput schedule();
+    SchedulerOutput schedule();  // with the config's budget: max_num_batched_tokens, no chunk cap
+    SchedulerOutput schedule(const StepBudget& budget);
 
     size_t num_waiting() const { return waiting_.size(); }
     size_t num_running() const { return running_.size(); }
@@ -80,6 +89,7 @@ private:
     bool before(const SequenceState* a, const SequenceState* b) const;  // policy order of waiting sequences
     static bool lower_priority(const SequenceState* a, const SequenceState* b);  // a is preempted before b
     int32_t fit_logits(const SequenceState& seq, int32_t count, int32_t rows_left) const;
+    int32_t prefill_cap(const StepBudget& budget) const;
     void preempt(SequenceState* seq, SchedulerOutput& out);
     void charge(SequenceState& seq, int32_t count);
     void client_active(const std::string& client, int delta);
