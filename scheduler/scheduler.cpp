@@ -99,21 +99,18 @@ void Scheduler::charge(SequenceState& seq, int32_t count) {
     counters_[seq.client] += cost;
 }
 
-SchedulerOutput Scheduler::schedule() {
-    return schedule(StepBudget{config_.max_num_batched_tokens, config_.max_num_batched_tokens});
-}
-
 // A prompt's chunk is capped only while another prompt waits or runs its
 // prefill: alone, it may take the whole step.
 int32_t Scheduler::prefill_cap(const StepBudget& budget) const {
     int32_t prefills = int32_t(waiting_.size());
     for (const SequenceState* s : running_) prefills += s->num_uncomputed() > 1;
-    return prefills > 1 ? std::max(1, budget.prefill_chunk) : budget.tokens;
+    return prefills > 1 && budget.prefill_chunk > 0 ? budget.prefill_chunk : config_.max_num_batched_tokens;
 }
 
 SchedulerOutput Scheduler::schedule(const StepBudget& budget) {
     SchedulerOutput out;
-    int32_t token_budget = std::min(budget.tokens, config_.max_num_batched_tokens);
+    int32_t token_budget =
+        budget.tokens > 0 ? std::min(budget.tokens, config_.max_num_batched_tokens) : config_.max_num_batched_tokens;
     const int32_t chunk_cap = prefill_cap(budget);
     int32_t logits_left = config_.max_logits_rows;
 

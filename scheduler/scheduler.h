@@ -43,8 +43,8 @@ struct SchedulerConfig {
 // other prompts compete for the step (so that a long prompt leaves room for the
 // ones behind it, as vLLM's long_prefill_token_threshold does).
 struct StepBudget {
-    int32_t tokens = 2048;
-    int32_t prefill_chunk = 2048;
+    int32_t tokens = 0;         // 0: max_num_batched_tokens
+    int32_t prefill_chunk = 0;  // 0: no cap
 };
 
 struct ScheduledSequence {
@@ -76,8 +76,7 @@ public:
     // Drops a finished or aborted sequence and frees its blocks.
     void remove(SequenceState* seq);
 
-    SchedulerOutput schedule();  // with the config's budget: max_num_batched_tokens, no chunk cap
-    SchedulerOutput schedule(const StepBudget& budget);
+    SchedulerOutput schedule(const StepBudget& budget = {});
 
     size_t num_waiting() const { return waiting_.size(); }
     size_t num_running() const { return running_.size(); }

@@ -28,7 +28,7 @@ trap 'rm -rf "$WORK"' EXIT
 for blocks in "${POOLS[@]}"; do
   args=(generate models/stories260K.gguf --input "$REQUESTS"
         --num-kv-blocks "$blocks" --block-size 4 --max-num-seqs 4 --max-num-batched-tokens 16
-        --device cpu --threads 1)
+        --max-step-ms 0 --device cpu --threads 1)
   "$MINFER_BIN" "${args[@]}" --output "$WORK/results-$blocks.jsonl" --trace "$WORK/trace-$blocks.jsonl" 2>/dev/null
   # The command as a reader would type it (not the local binary or temp files).
   echo "build/minfer ${args[*]} --output results.jsonl --trace trace.jsonl" >"$WORK/command-$blocks"

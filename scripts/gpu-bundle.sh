@@ -88,7 +88,7 @@ if ((PREBUILT)); then
   # The shared libraries of our dependencies; the C/C++ runtime and CUDA's are there already.
   for bin in .gpu/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
-  done | sort -u | grep -E '/lib(sentencepiece|boost_|fmt|spdlog|pcre2|utf8proc)' | while read -r lib; do
+  done | sort -u | grep -E '/lib(sentencepiece|boost_|fmt|spdlog|pcre2|utf8proc|cmark-gfm)' | while read -r lib; do
     cp -L "$lib" .gpu/lib/
   done
   echo "gpu-bundle: prebuilt $(ls .gpu/bin | tr '\n' ' ')and $(ls .gpu/lib | tr '\n' ' ')"

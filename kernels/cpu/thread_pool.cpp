@@ -36,18 +36,20 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
         fn(0, n);
         return;
     }
-    job_ = &fn;
-    n_ = n;
-    chunk_ = (n + parts - 1) / parts;
-    parts_ = parts;
-    pending_.store(parts - 1, std::memory_order_relaxed);
+    const int64_t chunk = (n + parts - 1) / parts;
     {
         // Publishing under the lock means a worker about to sleep cannot miss it.
         std::lock_guard<std::mutex> lock(mu_);
-        generation_.fetch_add(1, std::memory_order_release);
+        generation_.fetch_add(1, std::memory_order_acq_rel);  // odd: the fields change
+        job_.store(&fn, std::memory_order_relaxed);
+        n_.store(n, std::memory_order_relaxed);
+        chunk_.store(chunk, std::memory_order_relaxed);
+        parts_.store(parts, std::memory_order_relaxed);
+        pending_.store(parts - 1, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);  // even: published
     }
     if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
-    fn(0, std::min(chunk_, n));
+    fn(0, std::min(chunk, n));
     while (pending_.load(std::memory_order_acquire) > 0) pause();
 }
 
@@ -67,10 +69,17 @@ void ThreadPool::work(int index) {
             gen = generation_.load(std::memory_order_acquire);
         }
         if (stop_.load()) return;
+        // The job of an even generation that did not change while it was read.
+        if (gen % 2) continue;
+        const auto* job = job_.load(std::memory_order_relaxed);
+        const int64_t n = n_.load(std::memory_order_relaxed), chunk = chunk_.load(std::memory_order_relaxed);
+        const int parts = parts_.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (generation_.load(std::memory_order_relaxed) != gen) continue;
         seen = gen;
-        if (index >= parts_) continue;  // this job has fewer parts than threads
-        const int64_t begin = index * chunk_, end = std::min(n_, begin + chunk_);
-        if (begin < end) (*job_)(begin, end);
+        if (index >= parts) continue;  // this job has fewer parts than threads
+        const int64_t begin = index * chunk, end = std::min(n, begin + chunk);
+        if (begin < end) (*job)(begin, end);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }

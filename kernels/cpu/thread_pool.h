@@ -36,10 +36,14 @@ private:
     void work(int index);
 
     std::vector<std::thread> workers_;
-    // The current job; written by the caller before `generation_` is bumped.
-    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-    int64_t n_ = 0, chunk_ = 0;
-    int parts_ = 0;
+    // The current job. The caller writes it between two bumps of `generation_`
+    // (odd while it writes), and a worker takes it when generation_ reads the
+    // same even value before and after: a worker that sat out a smaller job
+    // may wake when the caller is already on the next one, and must not take
+    // half of one job and half of the other.
+    std::atomic<const std::function<void(int64_t, int64_t)>*> job_{nullptr};
+    std::atomic<int64_t> n_{0}, chunk_{0};
+    std::atomic<int> parts_{0};
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};

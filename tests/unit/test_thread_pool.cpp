@@ -23,3 +23,22 @@ TEST_CASE("parallel_for covers every index exactly once, for any n and grain") {
         }
     }
 }
+
+TEST_CASE("parallel_for: a worker left out of one job never runs the next one's ranges twice") {
+    // Jobs of fewer parts than threads (2 of 8) between full ones: a worker that
+    // sat out a small job must not mistake the next job's fields for its own.
+    // Every range runs once, and nothing runs once parallel_for has returned.
+    ThreadPool pool(8);
+    std::atomic<int> running{0};
+    for (int rep = 0; rep < 20000; ++rep) {
+        const int64_t n = rep % 3 == 0 ? 64 : 2;
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+            running++;
+            for (int64_t i = b; i < e; ++i) hits[i]++;
+            running--;
+        });
+        REQUIRE(running.load() == 0);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(hits[i] == 1);
+    }
+}
