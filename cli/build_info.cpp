@@ -4,6 +4,10 @@
 #include <sentencepiece_processor.h>
 #include <boost/version.hpp>
 
+#ifdef MINFER_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
 namespace minfer {
 
 std::string build_info() {
@@ -13,6 +17,9 @@ std::string build_info() {
     s += fmt::format(", cuda {}", MINFER_CUDA_VERSION);
 #endif
     s += "\n";
+#ifdef MINFER_HAVE_CUDA
+    s += "cuda devices: " + cuda_status() + "\n";  // compiled in is not the same as usable here
+#endif
 #ifdef MINFER_HAVE_NCCL
     s += fmt::format("nccl: {}\n", MINFER_NCCL_VERSION);
 #endif

@@ -645,11 +645,38 @@ private:
 
 }  // namespace
 
-int cuda_device_for(const World& world) {
+namespace {
+std::string fmt_count(int count) { return std::to_string(count) + (count == 1 ? " GPU" : " GPUs"); }
+
+// The number of GPUs, or why there is none (a machine without a driver, a driver too old).
+int device_count(std::string& why) {
     int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count <= 0) throw std::runtime_error("cuda: no GPU");
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        why = cudaGetErrorString(err);
+        return 0;
+    }
+    if (count <= 0) why = "no GPU found";
+    return count;
+}
+}  // namespace
+
+int cuda_device_for(const World& world) {
+    std::string why;
+    const int count = device_count(why);
+    if (count <= 0) throw std::runtime_error("no CUDA device answers: " + why);
     return std::max(0, world.local_rank) % count;
+}
+
+std::string cuda_status() {
+    std::string why;
+    const int count = device_count(why);
+    if (count <= 0) return "no device answers (" + why + ")";
+    try {
+        return fmt_count(count) + ", the first: " + cuda_device_summary(0);
+    } catch (const std::exception& e) {
+        return fmt_count(count) + " (" + e.what() + ")";
+    }
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, const BackendOptions& options) {

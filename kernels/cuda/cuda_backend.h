@@ -17,6 +17,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device = 0, const BackendOptions&
 // One line about the device and the CUDA versions, e.g. for a test's header.
 std::string cuda_device_summary(int device = 0);
 
+// "2 GPUs, the first: NVIDIA H200, ..." or "no device answers (why)"; never throws.
+std::string cuda_status();
+
 // The GPU of this rank: world.local_rank % the device count (throws when
 // there is no GPU).
 int cuda_device_for(const World& world);

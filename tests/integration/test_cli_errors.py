@@ -60,3 +60,17 @@ def test_help_and_version():
     assert "--prompt" in run_minfer("run", "--help").stdout
     v = run_minfer("--version").stdout
     assert v.startswith("minfer ") and "backends: cpu" in v
+
+
+def test_a_gpu_that_does_not_answer():
+    # --version says whether the CUDA compiled in finds a device; --device cuda
+    # without one is one line that says why (no source path).
+    v = run_minfer("--version").stdout
+    if "cuda" not in v.splitlines()[1]:
+        pytest.skip("this build has no CUDA backend")
+    devices = next(l for l in v.splitlines() if l.startswith("cuda devices: "))
+    if "no device answers" not in devices:
+        pytest.skip(f"a GPU answers here: {devices}")
+    proc = run_minfer("run", MODEL, "--device", "cuda", "-n", "1", check=False)
+    assert_clean_failure(proc, "no CUDA device answers")
+    assert ".cpp:" not in proc.stderr
