@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "server/bench/dataset.h"
 #include "server/bench/http_stream_client.h"
@@ -42,8 +44,12 @@ double parse_rate(const std::string& s) {
     throw UsageError("--request-rate must be 'inf' or a number of requests per second > 0, got '" + s + "'");
 }
 
-// The first model id the server lists, as vLLM's benchmark picks it.
-std::string first_model(const Url& url, const std::string& api_key) {
+// The first model the server lists, as vLLM's benchmark picks it: its id and
+// its root (vLLM's and minfer's: the model's path on the server).
+struct ListedModel {
+    std::string id, root;
+};
+ListedModel first_model(const Url& url, const std::string& api_key) {
     const std::string where = fmt::format("http://{}:{}{}/v1/models", url.host, url.port, url.path);
     const HttpResult r = http_get(url, api_key, "/v1/models", std::chrono::seconds(30));
     if (r.status == 0) throw std::runtime_error(fmt::format("cannot list models at {}: {} (pass --model to skip this)", where, r.error));
@@ -51,9 +57,12 @@ std::string first_model(const Url& url, const std::string& api_key) {
     boost::system::error_code ec;
     const auto v = boost::json::parse(r.body, ec);
     const auto* data = !ec && v.is_object() ? v.as_object().if_contains("data") : nullptr;
-    if (data && data->is_array() && !data->as_array().empty() && data->as_array()[0].is_object())
-        if (const auto* id = data->as_array()[0].as_object().if_contains("id"); id && id->is_string())
-            return std::string(id->as_string());
+    if (data && data->is_array() && !data->as_array().empty() && data->as_array()[0].is_object()) {
+        const boost::json::object& m = data->as_array()[0].as_object();
+        const auto* root = m.if_contains("root");
+        if (const auto* id = m.if_contains("id"); id && id->is_string())
+            return {std::string(id->as_string()), root && root->is_string() ? std::string(root->as_string()) : ""};
+    }
     throw std::runtime_error("GET " + where + " listed no model (pass --model)");
 }
 
@@ -196,8 +205,9 @@ int cmd_bench_serve(int argc, char** argv) {
             cxxopts::value<int32_t>()->default_value("128"))
         ("random-range-ratio", "lengths drawn from [len*(1-R), len*(1+R)]", cxxopts::value<double>()->default_value("0"))
         ("ignore-eos", "ask the server to generate all max_tokens (vLLM / llama.cpp extension)")
-        ("tokenizer", "GGUF file whose tokenizer makes the prompts and counts tokens the server does not report",
-            cxxopts::value<std::string>()->default_value(default_model_path()))
+        ("tokenizer", "GGUF file whose tokenizer makes the prompts and counts tokens the server does not report "
+                      "(default: the served model's file, the root GET /v1/models gives, when it is a GGUF here)",
+            cxxopts::value<std::string>())
         ("request-rate", "requests per second, or inf to send all at once", cxxopts::value<std::string>()->default_value("inf"))
         ("burstiness", "shape of the gamma-distributed gaps between requests (1 = Poisson)",
             cxxopts::value<double>()->default_value("1"))
@@ -254,7 +264,29 @@ int cmd_bench_serve(int argc, char** argv) {
     if (!((kind == "random" && file.empty()) || ((kind == "sharegpt" || kind == "jsonl") && !file.empty())))
         throw UsageError("--dataset must be random, sharegpt:FILE or jsonl:FILE, got '" + dataset + "'");
 
-    const auto tok = Tokenizer::from_gguf(GGUFFile::open(args["tokenizer"].as<std::string>()));
+    // The served model's file is the default tokenizer (the root GET /v1/models
+    // gives, when it is a GGUF file on this machine); else the bundled model's.
+    std::optional<ListedModel> listed;
+    if (!args.count("model") || !args.count("tokenizer")) {
+        try {
+            listed = first_model(o.url, o.api_key);
+        } catch (const std::exception&) {
+            if (!args.count("model")) throw;  // the model name is needed
+        }
+    }
+    o.model = args.count("model") ? args["model"].as<std::string>() : listed->id;
+    std::string tokenizer_file = args.count("tokenizer") ? args["tokenizer"].as<std::string>() : "";
+    bool guessed_tokenizer = false;
+    if (tokenizer_file.empty()) {
+        std::error_code ec;
+        if (listed && listed->root.ends_with(".gguf") && std::filesystem::is_regular_file(listed->root, ec)) {
+            tokenizer_file = listed->root;
+        } else {
+            tokenizer_file = default_model_path();
+            guessed_tokenizer = true;
+        }
+    }
+    const auto tok = Tokenizer::from_gguf(GGUFFile::open(tokenizer_file));
     const size_t n = static_cast<size_t>(num_prompts);
     std::vector<BenchPrompt> prompts;
     if (kind == "random") prompts = random_prompts(*tok, n, in_len, out_len, range_ratio, o.seed);
@@ -262,8 +294,10 @@ int cmd_bench_serve(int argc, char** argv) {
     else prompts = jsonl_prompts(*tok, file, n, out_len);
     if (prompts.size() < n)
         std::fprintf(stderr, "note: %s has %zu usable prompts; sending those\n", dataset.c_str(), prompts.size());
+    if (guessed_tokenizer)
+        std::fprintf(stderr, "note: the server's model file is not known here; tokens counted with %s "
+                             "(--tokenizer FILE.gguf sets the right one)\n", tokenizer_file.c_str());
 
-    o.model = args.count("model") ? args["model"].as<std::string>() : first_model(o.url, o.api_key);
     const std::string base = fmt::format("http://{}:{}{}", o.url.host, o.url.port, o.url.path);
     std::fprintf(stderr, "bench serve: %zu prompts (%s) to %s%s, model %s; request rate %s, burstiness %g (%s), max concurrency %s\n",
                  prompts.size(), dataset.c_str(), base.c_str(), o.endpoint.c_str(), o.model.c_str(),

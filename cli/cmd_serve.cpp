@@ -69,6 +69,9 @@ int cmd_serve(int argc, char** argv) {
         sc.served_model_name = args.count("synthetic") ? args["synthetic"].as<std::string>()
                                                        : std::filesystem::path(args["model"].as<std::string>()).stem().string();
     }
+    sc.model_root = args.count("synthetic")
+                        ? "synthetic:" + args["synthetic"].as<std::string>()
+                        : std::filesystem::absolute(args["model"].as<std::string>()).string();
     auto model = Model::load(std::move(file), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ChatTemplate chat = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());

@@ -258,7 +258,7 @@ awaitable<void> OpenAIServer::route(const HttpRequest& req, HttpResponder& res, 
 
 HttpResponse OpenAIServer::models(unsigned version) const {
     json::object model{{"id", config_.served_model_name}, {"object", "model"},          {"created", created_},
-                       {"owned_by", "minfer"},             {"root", config_.served_model_name},
+                       {"owned_by", "minfer"},             {"root", config_.model_root.empty() ? config_.served_model_name : config_.model_root},
                        {"max_model_len", llm_.max_model_len()}};
     return json_response(json::object{{"object", "list"}, {"data", json::array{model}}}, version);
 }

@@ -28,6 +28,7 @@ struct ServerConfig {
     std::string host = "127.0.0.1";
     uint16_t port = 8000;
     std::string served_model_name;    // what `model` must say; the file's stem by default
+    std::string model_root;           // /v1/models' `root`, as vLLM's: the model file (absolute path)
     std::string api_key;              // non-empty: /v1 routes need "Authorization: Bearer KEY"
     size_t max_waiting = 1024;        // more waiting requests than this: 503 with Retry-After
     bool access_log = false;          // one log line a request: id, client, status, tokens, times

@@ -1,6 +1,7 @@
 """`minfer serve` over real HTTP: the OpenAI client, every error status, streaming,
 aborts of streams cut mid-way, the drain on SIGTERM, and a fuzz of malformed requests."""
 import json
+import shutil
 import random
 import re
 import signal
@@ -342,3 +343,21 @@ def test_load_through_bench_serve_matches_offline_greedy(tmp_path):
         assert r["generated_texts"] == offline
         m = s.wait_idle()
         assert m["minfer:kv_cache_usage_perc"] == 0 and m["minfer:num_requests_running"] == 0
+
+
+def test_bench_serve_counts_tokens_with_the_served_models_file(tmp_path):
+    # /v1/models gives the model's file as its root (as vLLM does); `minfer bench
+    # serve` counts tokens with it when it is a GGUF file here, and says so when not.
+    served = tmp_path / "served.gguf"
+    shutil.copy(MODEL, served)
+    for serve_args, known in [([served], True), (["--synthetic", "tiny"], False)]:
+        with Server(*serve_args) as s:
+            _, listed = s.json("GET", "/v1/models")
+            assert listed["data"][0]["root"] == (str(served) if known else "synthetic:tiny")
+            out = tmp_path / "r.json"
+            proc = subprocess.run([minfer_bin(), "bench", "serve", "--base-url", s.base_url, "--num-prompts", "2",
+                                   "--random-input-len", "8", "--random-output-len", "2", "--disable-progress",
+                                   "--result-json", str(out)], capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stderr
+            assert ("model file is not known here" in proc.stderr) != known, proc.stderr
+            assert json.loads(out.read_text())["model_id"] == ("served" if known else "tiny")
