@@ -245,5 +245,8 @@ TEST_CASE("performance: 1 MB of English with the gpt-2 vocabulary") {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     MESSAGE("gpt-2: encoded " << text.size() << " bytes into " << ids.size() << " tokens in " << seconds << " s");
     CHECK(tok->decode(ids) == text);
-    CHECK(seconds < 1.0);
+    // Not a speed test (the time is printed above; about 0.3 s here): a bound
+    // that only a pathological, superlinear encoder misses, also under the
+    // sanitizers and a busy machine.
+    CHECK(seconds < 20.0);
 }
