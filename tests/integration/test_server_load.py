@@ -5,6 +5,7 @@ during generation) frees its sequence at the engine's next step.
 The model is a random-weight llama of 134M parameters built in memory
 (--synthetic l134m:q8_0): a 1,900-token prompt takes seconds on two cores,
 long enough to watch from outside."""
+import http.client
 import json
 import random
 import socket
@@ -119,7 +120,6 @@ def test_a_stream_cut_during_prefill_is_aborted_at_the_next_chunk(small_chunks):
 
 def stream_times(server, body, out):
     """Streams a completion; appends its start and each chunk's arrival to out."""
-    import http.client
     conn = http.client.HTTPConnection(server.host, server.port, timeout=300)
     conn.request("POST", "/v1/completions", json.dumps({**body, "stream": True}), {"Content-Type": "application/json"})
     response = conn.getresponse()
