@@ -65,6 +65,9 @@ inline EngineConfig small_config() {
     c.max_num_batched_tokens = 256;
     c.num_kv_blocks = 2048;
     c.block_size = 16;
+    // Steps sized by token counts only: a pacer would size them by wall time,
+    // and what a test sees would then depend on how busy the machine is.
+    c.max_step_seconds = 0.0;
     return c;
 }
 
