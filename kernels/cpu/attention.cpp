@@ -11,12 +11,15 @@ namespace minfer::cpu {
 
 namespace {
 
-constexpr int L = kAttentionLanes;
-// The lanes as one value (GCC/Clang vector extensions): one AVX-512 register,
-// two AVX2 ones, or four SSE/NEON; each operation is lane by lane IEEE
-// arithmetic whatever the machine.
-typedef float f32xL __attribute__((vector_size(L * sizeof(float))));
-typedef int32_t i32xL __attribute__((vector_size(L * sizeof(int32_t))));
+// W lanes as one value (GCC/Clang vector extensions): 16 are one AVX-512
+// register, two AVX2 ones, or four SSE/NEON; each operation is lane by lane
+// IEEE arithmetic whatever the machine and whatever W, so a lane's bits do not
+// depend on the width of the tile that holds it.
+template <int W>
+struct Lanes {
+    typedef float f32 __attribute__((vector_size(W * sizeof(float))));
+    typedef int32_t i32 __attribute__((vector_size(W * sizeof(int32_t))));
+};
 
 inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return bf16_to_f32(x); }
@@ -24,6 +27,7 @@ inline float widen(uint16_t x) { return bf16_to_f32(x); }
 // e^x for x <= 0 (scores minus their lane's maximum) as 2^i * 2^f, with a
 // degree-6 polynomial for 2^f on [-0.5, 0.5] (relative error under 2e-7).
 // 0 below -87, and at -inf (a masked key).
+template <class f32xL, class i32xL>
 inline f32xL exp_nonpositive(f32xL x) {
     const f32xL floor87 = f32xL{} - 87.0f;
     const f32xL t = (x < floor87 ? floor87 : x) * 1.44269504088896341f;  // log2(e)
@@ -42,64 +46,138 @@ inline f32xL exp_nonpositive(f32xL x) {
     return x < floor87 ? f32xL{} : scaled;
 }
 
-}  // namespace
-
-template <class T>
-void attend_tile(const AttentionTile& tile, const float* q_all, int32_t n_heads, int32_t hd, float scale,
-                 const T* k_pool, const T* v_pool, const PagedSequence& seq, std::vector<float>& scratch, float* out) {
+// attend_tile over R registers of W lanes (tile.lanes <= R * W): lane l is
+// lane l % W of register l / W. Every loop over r is unrolled, so that the R
+// registers stay registers; each key element loaded feeds all R of them.
+template <int W, int R, class T>
+void attend_lanes(const AttentionTile& tile, const float* q_all, int32_t n_heads, int32_t hd, float scale,
+                  const T* k_pool, const T* v_pool, const PagedSequence& seq, std::vector<float>& scratch,
+                  float* out) {
+    using V = typename Lanes<W>::f32;
+    using Vi = typename Lanes<W>::i32;
+    constexpr int L = W * R;
     int32_t lo = tile.first[0], hi = tile.last[0];
     for (int l = 1; l < tile.lanes; ++l) lo = std::min(lo, tile.first[l]), hi = std::max(hi, tile.last[l]);
     // A lane past `lanes` repeats lane 0 (its results are dropped): every lane computes.
-    i32xL first, last;
+    Vi first[R], last[R];
     for (int l = 0; l < L; ++l) {
         const int src = l < tile.lanes ? l : 0;
-        first[l] = tile.first[src];
-        last[l] = tile.last[src];
+        first[l / W][l % W] = tile.first[src];
+        last[l / W][l % W] = tile.last[src];
     }
     const int32_t keys = hi - lo + 1;
-    // [hd] queries (transposed: lane l of qt[j] is pair l's element j), [hd] outputs,
-    // [keys] scores then e^(score - max); 64-byte aligned.
-    scratch.resize(size_t(2 * hd + keys) * L + L);
+    // [hd][R] queries (transposed: lane l of qt[j * R + l / W] is pair l's element j),
+    // [hd][R] outputs, [keys][R] scores then e^(score - max); aligned for V.
+    scratch.resize(size_t(2 * hd + keys) * L + W);
     void* base = scratch.data();
     size_t room = scratch.size() * sizeof(float);
-    f32xL* qt = static_cast<f32xL*>(std::align(alignof(f32xL), sizeof(f32xL), base, room));
-    f32xL* o = qt + hd;
-    f32xL* s = o + hd;
+    V* qt = static_cast<V*>(std::align(alignof(V), sizeof(V), base, room));
+    V* o = qt + hd * R;
+    V* s = o + hd * R;
     for (int l = 0; l < L; ++l) {
         const int src = l < tile.lanes ? l : 0;
         const float* q = q_all + (int64_t(tile.row[src]) * n_heads + tile.head[src]) * hd;
-        for (int32_t j = 0; j < hd; ++j) qt[j][l] = q[j];
+        for (int32_t j = 0; j < hd; ++j) qt[j * R + l / W][l % W] = q[j];
     }
     auto pool_row = [&](const T* pool, int32_t t) {
         const int64_t slot = int64_t(seq.block_table[t / seq.block_size]) * seq.block_size + t % seq.block_size;
         return pool + slot * seq.kv_row + int64_t(tile.kv_head) * hd;
     };
 
-    // S = scale * Q K^T, masked per lane, and each lane's maximum.
-    const f32xL minus_inf = f32xL{} - INFINITY;
-    f32xL m = minus_inf;
-    for (int32_t t = lo; t <= hi; ++t) {
+#define UNROLL _Pragma("GCC unroll 16")
+    // S = scale * Q K^T, masked per lane, and each lane's maximum. A score is
+    // a serial chain of hd multiply-adds, each waiting for the last: G keys go
+    // together, so that their chains interleave (the bits of each are the same
+    // as alone).
+    const V minus_inf = V{} - INFINITY;
+    V m[R];
+    UNROLL for (int r = 0; r < R; ++r) m[r] = minus_inf;
+    auto finish_score = [&](int32_t t, const V* acc) {
+        UNROLL for (int r = 0; r < R; ++r) {
+            const Vi inside = (first[r] <= t) & (last[r] >= t);
+            const V st = inside ? acc[r] * scale : minus_inf;
+            s[(t - lo) * R + r] = st;
+            m[r] = m[r] > st ? m[r] : st;
+        }
+    };
+    constexpr int G = 8 / R;
+    int32_t t = lo;
+    for (; t + G - 1 <= hi; t += G) {
+        const T* k[G];
+        V acc[G][R];
+        UNROLL for (int g = 0; g < G; ++g) {
+            k[g] = pool_row(k_pool, t + g);
+            UNROLL for (int r = 0; r < R; ++r) acc[g][r] = V{};
+        }
+        for (int32_t j = 0; j < hd; ++j)
+            UNROLL for (int g = 0; g < G; ++g) {
+                const float kj = widen(k[g][j]);
+                UNROLL for (int r = 0; r < R; ++r) acc[g][r] += qt[j * R + r] * kj;
+            }
+        UNROLL for (int g = 0; g < G; ++g) finish_score(t + g, acc[g]);
+    }
+    for (; t <= hi; ++t) {
         const T* k = pool_row(k_pool, t);
-        f32xL acc{};
-        for (int32_t j = 0; j < hd; ++j) acc += qt[j] * widen(k[j]);
-        const i32xL inside = (first <= t) & (last >= t);
-        const f32xL st = inside ? acc * scale : minus_inf;
-        s[t - lo] = st;
-        m = m > st ? m : st;
+        V acc[R] = {};
+        for (int32_t j = 0; j < hd; ++j) {
+            const float kj = widen(k[j]);
+            UNROLL for (int r = 0; r < R; ++r) acc[r] += qt[j * R + r] * kj;
+        }
+        finish_score(t, acc);
     }
-    // P = e^(S - max), each lane's sum, and O = P V, all serial over the keys.
-    f32xL total{};
-    for (int32_t j = 0; j < hd; ++j) o[j] = f32xL{};
-    for (int32_t t = lo; t <= hi; ++t) {
-        const f32xL pt = exp_nonpositive(s[t - lo] - m);
-        total += pt;
+    // P = e^(S - max), each lane's sum, and O = P V, all serial over the keys;
+    // O's row is read and written once for P keys.
+    V total[R] = {};
+    for (int32_t j = 0; j < hd * R; ++j) o[j] = V{};
+    auto weights = [&](int32_t t, V* pt) {
+        UNROLL for (int r = 0; r < R; ++r) {
+            pt[r] = exp_nonpositive<V, Vi>(s[(t - lo) * R + r] - m[r]);
+            total[r] += pt[r];
+        }
+    };
+    constexpr int P = 4;
+    for (t = lo; t + P - 1 <= hi; t += P) {
+        const T* v[P];
+        V pt[P][R];
+        UNROLL for (int g = 0; g < P; ++g) {
+            weights(t + g, pt[g]);
+            v[g] = pool_row(v_pool, t + g);
+        }
+        for (int32_t j = 0; j < hd; ++j)
+            UNROLL for (int r = 0; r < R; ++r) {
+                V acc = o[j * R + r];
+                UNROLL for (int g = 0; g < P; ++g) acc += pt[g][r] * widen(v[g][j]);
+                o[j * R + r] = acc;
+            }
+    }
+    for (; t <= hi; ++t) {
+        V pt[R];
+        weights(t, pt);
         const T* v = pool_row(v_pool, t);
-        for (int32_t j = 0; j < hd; ++j) o[j] += pt * widen(v[j]);
+        for (int32_t j = 0; j < hd; ++j) {
+            const float vj = widen(v[j]);
+            UNROLL for (int r = 0; r < R; ++r) o[j * R + r] += pt[r] * vj;
+        }
     }
+#undef UNROLL
     for (int l = 0; l < tile.lanes; ++l) {
         float* dst = out + (int64_t(tile.row[l]) * n_heads + tile.head[l]) * hd;
-        for (int32_t j = 0; j < hd; ++j) dst[j] = o[j][l] / total[l];
+        for (int32_t j = 0; j < hd; ++j) dst[j] = o[j * R + l / W][l % W] / total[l / W][l % W];
     }
+}
+
+}  // namespace
+
+template <class T>
+void attend_tile(const AttentionTile& tile, const float* q_all, int32_t n_heads, int32_t hd, float scale,
+                 const T* k_pool, const T* v_pool, const PagedSequence& seq, std::vector<float>& scratch, float* out) {
+    // A wide tile shares each key element it loads between two registers of
+    // lanes. (A narrower register for a decode row's few lanes, 4 lanes of SSE
+    // for one, measured no faster: the instructions are as many.)
+    if (tile.lanes <= 16)
+        attend_lanes<16, 1>(tile, q_all, n_heads, hd, scale, k_pool, v_pool, seq, scratch, out);
+    else
+        attend_lanes<16, 2>(tile, q_all, n_heads, hd, scale, k_pool, v_pool, seq, scratch, out);
 }
 
 template void attend_tile<float>(const AttentionTile&, const float*, int32_t, int32_t, float, const float*,

@@ -15,7 +15,7 @@
 
 namespace minfer::cpu {
 
-constexpr int kAttentionLanes = 16;  // one AVX-512 register of floats
+constexpr int kAttentionLanes = 32;  // two AVX-512 registers of floats
 
 // Where a sequence's keys lie: its block table over the pool.
 struct PagedSequence {

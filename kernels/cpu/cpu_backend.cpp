@@ -1,5 +1,6 @@
 // The CPU reference backend: plain loops, float32 activations and accumulators.
 // Every other backend is checked against these ops.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -79,21 +80,22 @@ public:
         for (int32_t i = 0; i < step_->num_tokens(); ++i) {
             const int32_t id = step_->token_ids[i];
             if (id < 0 || id >= w.rows) throw std::out_of_range("token id outside the vocabulary");
-            cpu::widen_row(w.m, id, out + i * w.cols);
         }
+        for_rows(step_->num_tokens(), w.cols,
+                 [&](int64_t i) { cpu::widen_row(w.m, step_->token_ids[i], out + i * w.cols); });
     }
 
     void add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
                       int32_t dim, float* out) override {
-        for (int32_t r = 0; r < rows; ++r) {
-            float* x = residual + int64_t(r) * dim;
+        for_rows(rows, dim, [&](int64_t r) {
+            float* x = residual + r * dim;
             if (delta)
-                for (int32_t j = 0; j < dim; ++j) x[j] += delta[int64_t(r) * dim + j];
+                for (int32_t j = 0; j < dim; ++j) x[j] += delta[r * dim + j];
             float ss = 0.0f;
             for (int32_t j = 0; j < dim; ++j) ss += x[j] * x[j];
             const float inv = 1.0f / std::sqrt(ss / dim + eps);
-            for (int32_t j = 0; j < dim; ++j) out[int64_t(r) * dim + j] = weight[j] * (inv * x[j]);
-        }
+            for (int32_t j = 0; j < dim; ++j) out[r * dim + j] = weight[j] * (inv * x[j]);
+        });
     }
 
     void rope_kv_write(float* q, const float* k, const float* v, const AttentionParams& a, const RopeParams& rope,
@@ -126,25 +128,37 @@ public:
     template <class T>
     void rope_kv_write_as(float* q, const float* k, const float* v, const AttentionParams& a, const RopeParams& rope,
                           KVCache& cache, int32_t layer) {
-        const int32_t hd = a.head_dim, n = step_->num_tokens();
+        const int32_t hd = a.head_dim, n = step_->num_tokens(), half = rope.n_rot / 2;
         const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
         T* k_pool = static_cast<T*>(cache.k[layer]);
         T* v_pool = static_cast<T*>(cache.v[layer]);
-        std::vector<float>& k_rot = k_row_;
-        k_rot.resize(static_cast<size_t>(kv_row));
-        for (int32_t i = 0; i < n; ++i) {
+        // The frequencies once a call, the angles once a token: every head of
+        // the token turns by the same ones.
+        freqs_.resize(size_t(half));
+        for (int32_t i = 0; i < half; ++i) {
+            freqs_[size_t(i)] = std::pow(rope.base, -2.0f * i / rope.n_rot);
+            if (rope.freq_factors) freqs_[size_t(i)] /= rope.freq_factors[i];
+        }
+        for_rows(n, int64_t(a.n_heads + a.n_kv_heads) * hd, [&](int64_t i) {
+            thread_local std::vector<float> k_rot, cs;
+            cs.resize(2 * size_t(half));
             const float pos = static_cast<float>(step_->positions[i]) * rope.position_scale;
-            for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (int64_t(i) * a.n_heads + h) * hd, pos, rope);
-            if (step_->slot_mapping[i] < 0) continue;  // a padding row (recorded steps) writes no KV
-            std::memcpy(k_rot.data(), k + i * kv_row, kv_row * sizeof(float));
-            for (int32_t h = 0; h < a.n_kv_heads; ++h) rotate(k_rot.data() + int64_t(h) * hd, pos, rope);
+            for (int32_t j = 0; j < half; ++j) {
+                const float angle = pos * freqs_[size_t(j)];
+                cs[2 * size_t(j)] = std::cos(angle);
+                cs[2 * size_t(j) + 1] = std::sin(angle);
+            }
+            for (int32_t h = 0; h < a.n_heads; ++h) rotate(q + (i * a.n_heads + h) * hd, cs.data(), rope);
+            if (step_->slot_mapping[i] < 0) return;  // a padding row (recorded steps) writes no KV
+            k_rot.assign(k + i * kv_row, k + (i + 1) * kv_row);
+            for (int32_t h = 0; h < a.n_kv_heads; ++h) rotate(k_rot.data() + int64_t(h) * hd, cs.data(), rope);
             T* k_dst = k_pool + int64_t(step_->slot_mapping[i]) * kv_row;
             T* v_dst = v_pool + int64_t(step_->slot_mapping[i]) * kv_row;
             for (int64_t j = 0; j < kv_row; ++j) {
                 k_dst[j] = narrow<T>(k_rot[size_t(j)]);
                 v_dst[j] = narrow<T>(v[i * kv_row + j]);
             }
-        }
+        });
     }
 
     // Tiles of up to kAttentionLanes (row, head) pairs: a sequence's rows in
@@ -193,11 +207,15 @@ public:
     }
 
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
-        for (int64_t i = 0; i < int64_t(rows) * dim; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        for_rows(rows, dim, [&](int64_t r) {
+            for (int64_t i = r * dim; i < (r + 1) * dim; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        });
     }
 
     void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
-        for (int64_t i = 0; i < int64_t(rows) * dim; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+        for_rows(rows, dim, [&](int64_t r) {
+            for (int64_t i = r * dim; i < (r + 1) * dim; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+        });
     }
 
     void scale(float* x, int64_t n, float s) override {
@@ -219,13 +237,24 @@ private:
         return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
     }
 
-    // Rotates one head's first n_rot dimensions by position-dependent angles.
-    static void rotate(float* x, float pos, const RopeParams& rope) {
+    // Rows [0, rows) of an op, fn(row) each, over the pool when there are
+    // enough of them (`width` floats a row) to be worth waking it: a decode
+    // step's single row stays on this thread. Rows are independent, so the
+    // split changes no bit.
+    template <class Fn>
+    void for_rows(int64_t rows, int64_t width, Fn&& fn) {
+        const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, width));
+        pool_.parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) fn(r);
+        });
+    }
+
+    // Rotates one head's first n_rot dimensions by a token's angles: cs holds
+    // cos, sin of each pair's angle.
+    static void rotate(float* x, const float* cs, const RopeParams& rope) {
         const int32_t half = rope.n_rot / 2;
         for (int32_t i = 0; i < half; ++i) {
-            float freq = std::pow(rope.base, -2.0f * i / rope.n_rot);
-            if (rope.freq_factors) freq /= rope.freq_factors[i];
-            const float angle = pos * freq, c = std::cos(angle), s = std::sin(angle);
+            const float c = cs[2 * i], s = cs[2 * i + 1];
             float& a = rope.neox ? x[i] : x[2 * i];
             float& b = rope.neox ? x[i + half] : x[2 * i + 1];
             const float a0 = a, b0 = b;
@@ -240,7 +269,7 @@ private:
     int32_t block_size_ = 16;
     std::vector<int32_t> seq_of_row_;
     std::vector<cpu::AttentionTile> tiles_;  // paged_attention's, kept to reuse the memory
-    std::vector<float> k_row_;  // rope_kv_write: one row of k, rotated before it is stored
+    std::vector<float> freqs_;  // rope_kv_write's frequencies
 };
 
 }  // namespace

@@ -52,7 +52,9 @@ void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t row
     thread_local std::vector<Line> acts;  // grown once and kept: later steps allocate nothing
     acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
     uint8_t* a = acts[0].bytes;
-    for (int64_t r = 0; r < rows; ++r) prepare_activations(fmt, x + r * K, a + r * act_bytes, K);
+    pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) prepare_activations(fmt, x + r * K, a + r * act_bytes, K);
+    });
 
     const TileShape ts = tile_shape(w.type);
     const int64_t col_tiles = (N + ts.rn - 1) / ts.rn;  // tiles of ts.rn weight rows
