@@ -15,16 +15,18 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cpu/vec_dot.h"
 
 namespace minfer {
 
 namespace {
 
 // Weights stay where they are (usually the file mapping): matmul reads them in
-// their stored type (kernels/cpu/matmul.h).
+// their stored type (kernels/cpu/matmul.h). Q8_0, Q4_0 and Q4_1 are also
+// repacked in panels of 16 rows (kernels/cpu/panels.h), which matmul reads
+// instead; the embedding still reads the rows.
 struct CpuWeight : PackedWeight {
     cpu::MatmulWeight m;
+    cpu::PanelMatrix panels;
 };
 
 class CpuBackend final : public Backend {
@@ -57,13 +59,17 @@ public:
         auto w = std::make_unique<CpuWeight>();
         w->name = v.name;
         w->type = v.type;
-        if (!cpu::has_vec_dot(v.type) || !can_dequantize(v.type))
+        if (!cpu::matmul_supports(v.type) || !can_dequantize(v.type))
             throw std::invalid_argument("cpu: weight '" + v.name + "' has type " + ggml_type_name(v.type) +
                                         ", which this backend cannot run");
         const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
         w->rows = r.rows;
         w->cols = r.cols;
         w->m = {v.type, r.rows, r.cols, v.data + r.offset, r.row_stride};
+        if (cpu::uses_panels(v.type)) {
+            w->panels = cpu::pack_panels(w->m);
+            w->m.panels = &w->panels;
+        }
         return w;
     }
 

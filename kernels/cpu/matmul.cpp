@@ -42,9 +42,74 @@ void widen_row(const MatmulWeight& w, int64_t r, float* out) {
     }
 }
 
+namespace {
+
+// The panel types (panels.h): tiles of activation rows x groups of panels,
+// each group's weights swept by all row tiles while they are in cache.
+void matmul_panels(ThreadPool& pool, const PanelMatrix& w, const float* x, int64_t rows, const float* bias,
+                   float* out) {
+    const int64_t N = w.rows, K = w.cols;
+    const size_t act_bytes = panel_act_bytes(K);
+    thread_local std::vector<Line> acts;
+    acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
+    uint8_t* a = acts[0].bytes;
+    pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+            prepare_panel_activations(x + r * K, reinterpret_cast<ActQ8Block*>(a + r * act_bytes), K);
+    });
+
+    const PanelTileShape ts = panel_tile_shape(w.type, rows == 1);
+    const int64_t groups = (w.panels + ts.np - 1) / ts.np;
+    const int64_t row_tiles = (rows + ts.rm - 1) / ts.rm;
+    const int64_t row_parts = std::clamp<int64_t>(4 * pool.size() / groups, 1, row_tiles);
+    const int64_t part_rows = (row_tiles + row_parts - 1) / row_parts * ts.rm;
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * std::min(rows, part_rows) * 16 * ts.np));
+
+    auto run = [&](int64_t r_begin, int64_t r_end, int64_t g0, int64_t g1) {
+        for (int64_t g = g0; g < g1; ++g) {
+            const int64_t p0 = g * ts.np;
+            const int np = int(std::min<int64_t>(ts.np, w.panels - p0));
+            const bool whole = kPanelRows * (p0 + np) <= N;  // else the last rows go through `tail`
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += ts.rm) {
+                const int rm = int(std::min<int64_t>(ts.rm, r_end - r0));
+                const PanelTileFn fn = panel_tile_fn(w.type, rm, np);
+                const auto* act = reinterpret_cast<const ActQ8Block*>(a + r0 * act_bytes);
+                if (whole) {
+                    fn(w, p0, act, act_bytes, out + r0 * N + kPanelRows * p0, N);
+                    continue;
+                }
+                float tail[8 * kPanelRows * 8];
+                fn(w, p0, act, act_bytes, tail, kPanelRows * np);
+                for (int i = 0; i < rm; ++i)
+                    std::memcpy(out + (r0 + i) * N + kPanelRows * p0, tail + i * kPanelRows * np,
+                                size_t(N - kPanelRows * p0) * sizeof(float));
+            }
+            if (bias)
+                for (int64_t r = r_begin; r < r_end; ++r)
+                    for (int64_t o = kPanelRows * p0; o < std::min(N, kPanelRows * (p0 + np)); ++o) out[r * N + o] += bias[o];
+        }
+    };
+    pool.parallel_for(row_parts * groups, grain, [&](int64_t u0, int64_t u1) {
+        while (u0 < u1) {
+            const int64_t part = u0 / groups, g0 = u0 % groups, g1 = std::min(groups, g0 + (u1 - u0));
+            run(part * part_rows, std::min(rows, (part + 1) * part_rows), g0, g1);
+            u0 += g1 - g0;
+        }
+    });
+}
+
+}  // namespace
+
+bool matmul_supports(GGMLType t) { return uses_panels(t) || has_vec_dot(t); }
+
 void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t rows, const float* bias, float* out) {
     const int64_t N = w.rows, K = w.cols;
     if (rows <= 0 || N <= 0) return;
+    if (uses_panels(w.type)) {
+        if (w.panels) return matmul_panels(pool, *w.panels, x, rows, bias, out);
+        const PanelMatrix packed = pack_panels(w);
+        return matmul_panels(pool, packed, x, rows, bias, out);
+    }
     // Each activation row is prepared once (quantized for quantized weights),
     // the same way whatever else is in the batch.
     const ActFormat fmt = act_format(w.type);

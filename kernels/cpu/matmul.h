@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "kernels/formats/ggml_type.h"
+#include "kernels/cpu/panels.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace minfer::cpu {
@@ -43,8 +44,14 @@ struct MatmulWeight {
     int64_t cols;       // K, input features
     const uint8_t* data;
     size_t row_bytes;
+    // For the types of uses_panels: the rows repacked (the backend packs them
+    // once at load; without, matmul packs them for the call).
+    const PanelMatrix* panels = nullptr;
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };
+
+// True if matmul takes weights of this type.
+bool matmul_supports(GGMLType t);
 
 void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t rows, const float* bias, float* out);
 

@@ -6,7 +6,8 @@
 // The arithmetic of one dot product, for every type: 16 float lanes
 // accumulate along K, then the fixed tree of hsum adds them up.
 //  - F32/F16/BF16: element k goes to lane k % 16; acc = fma(w, x, acc).
-//  - 32-blocks (Q8_0, Q4_x, Q5_x): a step is two blocks, 64 elements; lane l
+//  - 32-blocks Q5_0 and Q5_1 (Q8_0 and Q4_x are computed from panels of 16
+//    rows instead, panels.h): a step is two blocks, 64 elements; lane l
 //    holds the exact integer sum of elements 4l..4l+3 (lanes 0-7 the first
 //    block, 8-15 the second), is converted to float and scaled:
 //    acc = fma(I, dw * dx, acc). Weights are taken as unsigned (q + offset);
@@ -41,14 +42,9 @@ namespace {
 // Weights of 32-block types are taken as unsigned q = w / d + offset; lane 0
 // of each block then adds -offset * sum(x) (the "nsum" of ActQ8Pair).
 int q32_offset(GGMLType t) {
-    switch (t) {
-        case GGMLType::Q8_0: return 128;
-        case GGMLType::Q4_0: return 8;
-        case GGMLType::Q5_0: return 16;
-        default: return 0;  // Q4_1, Q5_1: q is already >= 0 and a min m is added instead
-    }
+    return t == GGMLType::Q5_0 ? 16 : 0;  // Q5_1: q is already >= 0 and a min m is added instead
 }
-bool q32_has_min(GGMLType t) { return t == GGMLType::Q4_1 || t == GGMLType::Q5_1; }
+bool q32_has_min(GGMLType t) { return t == GGMLType::Q5_1; }
 
 // ---- activation preparation ---------------------------------------------------
 
@@ -76,7 +72,7 @@ void quantize_q8_pairs(const float* x, ActQ8Pair* out, int64_t n) {
 
 ActFormat act_format(GGMLType t) {
     switch (t) {
-        case GGMLType::Q8_0: case GGMLType::Q4_0: case GGMLType::Q4_1: case GGMLType::Q5_0: case GGMLType::Q5_1:
+        case GGMLType::Q5_0: case GGMLType::Q5_1:
             return ActFormat::Q8_32;
         case GGMLType::Q4_K: case GGMLType::Q5_K: case GGMLType::Q6_K:
             return ActFormat::Q8_K;
@@ -108,9 +104,8 @@ void prepare_activations(ActFormat f, const float* x, void* out, int64_t n) {
 
 bool has_vec_dot(GGMLType t) {
     switch (t) {
-        case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q8_0: case GGMLType::Q4_0:
-        case GGMLType::Q4_1: case GGMLType::Q5_0: case GGMLType::Q5_1: case GGMLType::Q4_K: case GGMLType::Q5_K:
-        case GGMLType::Q6_K:
+        case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q5_0: case GGMLType::Q5_1:
+        case GGMLType::Q4_K: case GGMLType::Q5_K: case GGMLType::Q6_K:
             return true;
         default:
             return false;
@@ -151,7 +146,7 @@ float dot_float(GGMLType t, const uint8_t* w, const float* x, int64_t n) {
     return hsum(acc);
 }
 
-// One block of a 32-block type: unsigned q (w = d * (q - offset) [+ m]).
+// One block of Q5_0 or Q5_1: unsigned q (w = d * (q - offset) [+ m]).
 struct Block32 {
     uint8_t q[32] = {};
     float d = 0, m = 0;
@@ -162,13 +157,8 @@ Block32 decode32(GGMLType t, const uint8_t* p) {
     b.d = f16(load<uint16_t>(p));
     const bool has_min = q32_has_min(t);
     if (has_min) b.m = f16(load<uint16_t>(p + 2));
-    if (t == GGMLType::Q8_0) {
-        for (int j = 0; j < 32; ++j) b.q[j] = uint8_t(int8_t(p[2 + j]) + 128);
-        return b;
-    }
-    const bool fifth = t == GGMLType::Q5_0 || t == GGMLType::Q5_1;
-    const uint8_t* qs = p + (has_min ? 4 : 2) + (fifth ? 4 : 0);
-    const uint32_t qh = fifth ? load<uint32_t>(p + (has_min ? 4 : 2)) : 0;
+    const uint8_t* qs = p + (has_min ? 4 : 2) + 4;
+    const uint32_t qh = load<uint32_t>(p + (has_min ? 4 : 2));
     for (int j = 0; j < 16; ++j) {  // low nibbles: weights 0..15, high: 16..31
         b.q[j] = qs[j] & 0xF;
         b.q[j + 16] = qs[j] >> 4;
@@ -292,9 +282,6 @@ DotTileFn lookup(GGMLType t, int rm, int rn, TileShape* shape) {
         case GGMLType::F32: return portable_pick<GGMLType::F32>(rm, rn);
         case GGMLType::F16: return portable_pick<GGMLType::F16>(rm, rn);
         case GGMLType::BF16: return portable_pick<GGMLType::BF16>(rm, rn);
-        case GGMLType::Q8_0: return portable_pick<GGMLType::Q8_0>(rm, rn);
-        case GGMLType::Q4_0: return portable_pick<GGMLType::Q4_0>(rm, rn);
-        case GGMLType::Q4_1: return portable_pick<GGMLType::Q4_1>(rm, rn);
         case GGMLType::Q5_0: return portable_pick<GGMLType::Q5_0>(rm, rn);
         case GGMLType::Q5_1: return portable_pick<GGMLType::Q5_1>(rm, rn);
         case GGMLType::Q4_K: return portable_pick<GGMLType::Q4_K>(rm, rn);

@@ -21,7 +21,7 @@ namespace minfer::cpu {
 // How activations must be prepared for a weight type.
 enum class ActFormat {
     F32,    // floats, zero-padded to a multiple of 16 (F32, F16, BF16 weights)
-    Q8_32,  // ActQ8Pair: int8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+    Q8_32,  // ActQ8Pair: int8 blocks of 32 (Q5_0, Q5_1; Q8_0 and Q4_x use panels.h)
     Q8_K,   // BlockQ8_K: int8 blocks of 256 with sums of 16 (Q4_K, Q5_K, Q6_K)
 };
 
@@ -42,7 +42,8 @@ size_t act_row_bytes(ActFormat f, int64_t n);
 // `out` should be 64-byte aligned.
 void prepare_activations(ActFormat f, const float* x, void* out, int64_t n);
 
-// True if dot products support weights of this type.
+// True if dot products support weights of this type (Q8_0, Q4_0 and Q4_1
+// are multiplied from panels instead: panels.h).
 bool has_vec_dot(GGMLType t);
 
 // The largest tile dot_tile takes for a type.

@@ -102,20 +102,19 @@ struct FloatRows {
     static __m512 result(Acc a) { return a; }
 };
 
-// ---- 32-blocks: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 ----------------------------------------
+// ---- 32-blocks: Q5_0, Q5_1 (Q8_0 and Q4_x: panels_avx512.cpp) -----------------------
 
 template <GGMLType kType>
 struct Q32Rows {
     static constexpr int kRM = 4, kRN = 4, kChunks = 1;
-    static constexpr bool kMin = kType == GGMLType::Q4_1 || kType == GGMLType::Q5_1;
-    static constexpr bool kFifth = kType == GGMLType::Q5_0 || kType == GGMLType::Q5_1;
-    // Block layout: f16 d, [f16 m], [u32 qh], qs.
+    static constexpr bool kMin = kType == GGMLType::Q5_1;
+    // Block layout: f16 d, [f16 m], u32 qh, qs.
     static constexpr size_t kQh = kMin ? 4 : 2;
-    static constexpr size_t kQs = kQh + (kFifth ? 4 : 0);
-    static constexpr size_t kBytes = kType == GGMLType::Q8_0 ? 34 : kQs + 16;
+    static constexpr size_t kQs = kQh + 4;
+    static constexpr size_t kBytes = kQs + 16;
     static constexpr size_t kStepBytes = 2 * kBytes;
     // offset = 1 << kShift (see q32_offset); 0 for the types with a min.
-    static constexpr int kShift = kType == GGMLType::Q8_0 ? 7 : kType == GGMLType::Q4_0 ? 3 : kType == GGMLType::Q5_0 ? 4 : 0;
+    static constexpr int kShift = kType == GGMLType::Q5_0 ? 4 : 0;
     using Acc = __m512;
     struct Block {
         bool pair;  // false: the row's last, odd block
@@ -134,22 +133,14 @@ struct Q32Rows {
         Chunk c;
         c.d = two_scales(load<uint16_t>(p0), b.pair ? load<uint16_t>(p1) : 0);
         if constexpr (kMin) c.m = two_scales(load<uint16_t>(p0 + 2), b.pair ? load<uint16_t>(p1 + 2) : 0);
-        if constexpr (kType == GGMLType::Q8_0) {
-            const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
-            const __m256i hi = b.pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)) : _mm256_setzero_si256();
-            // int8 -> unsigned q + 128: flip the sign bit.
-            c.q = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(char(0x80)));
-        } else {
-            // [blk0 qs | blk1 qs] -> nibbles [blk0 lo | blk1 lo | blk0 hi | blk1 hi] -> block order.
-            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs));
-            const __m128i q1 = b.pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQs)) : _mm_setzero_si128();
-            const __m512i z = lo_hi_nibbles(_mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
-            c.q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-            if constexpr (kFifth) {  // bit j of qh: the 5th bit of weight j
-                const uint64_t qh = load<uint32_t>(p0 + kQh) | (b.pair ? uint64_t(load<uint32_t>(p1 + kQh)) << 32 : 0);
-                c.q = _mm512_or_si512(c.q, _mm512_maskz_mov_epi8(__mmask64(qh), _mm512_set1_epi8(16)));
-            }
-        }
+        // [blk0 qs | blk1 qs] -> nibbles [blk0 lo | blk1 lo | blk0 hi | blk1 hi] -> block order.
+        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs));
+        const __m128i q1 = b.pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQs)) : _mm_setzero_si128();
+        const __m512i z = lo_hi_nibbles(_mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
+        c.q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+        // bit j of qh: the 5th bit of weight j
+        const uint64_t qh = load<uint32_t>(p0 + kQh) | (b.pair ? uint64_t(load<uint32_t>(p1 + kQh)) << 32 : 0);
+        c.q = _mm512_or_si512(c.q, _mm512_maskz_mov_epi8(__mmask64(qh), _mm512_set1_epi8(16)));
         return c;
     }
     static void madd(Acc& acc, const Chunk& c, const uint8_t* x, int64_t s, int) {
@@ -377,9 +368,6 @@ DotTileFn vec_dot_detail::avx512_lookup(GGMLType t, int rm, int rn, TileShape* s
         case GGMLType::F32: return pick<FloatRows<GGMLType::F32>>(rm, rn, shape);
         case GGMLType::F16: return pick<FloatRows<GGMLType::F16>>(rm, rn, shape);
         case GGMLType::BF16: return pick<FloatRows<GGMLType::BF16>>(rm, rn, shape);
-        case GGMLType::Q8_0: return pick<Q32Rows<GGMLType::Q8_0>>(rm, rn, shape);
-        case GGMLType::Q4_0: return pick<Q32Rows<GGMLType::Q4_0>>(rm, rn, shape);
-        case GGMLType::Q4_1: return pick<Q32Rows<GGMLType::Q4_1>>(rm, rn, shape);
         case GGMLType::Q5_0: return pick<Q32Rows<GGMLType::Q5_0>>(rm, rn, shape);
         case GGMLType::Q5_1: return pick<Q32Rows<GGMLType::Q5_1>>(rm, rn, shape);
         case GGMLType::Q4_K: return pick<Q45KRows<GGMLType::Q4_K>>(rm, rn, shape);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/panels.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/formats/float16.h"
 
@@ -44,6 +45,8 @@ inline T load(const uint8_t* p) {
 // The AVX-512 tile function for type t, rm x rn (vec_dot_avx512.cpp); nullptr
 // past the type's tile shape, which *shape receives when not null.
 DotTileFn avx512_lookup(GGMLType t, int rm, int rn, TileShape* shape);
+// The same for panels (panels_avx512.cpp): the decode tiles when one_row.
+PanelTileFn avx512_panel_lookup(GGMLType t, int rm, int np, bool one_row, PanelTileShape* shape);
 #endif
 
 }  // namespace minfer::cpu::vec_dot_detail

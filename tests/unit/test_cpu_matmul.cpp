@@ -99,6 +99,7 @@ TEST_CASE("cpu dot products: every tile element is the plain C++ statement of th
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (GGMLType type : kAllTypes) {
+        if (uses_panels(type)) continue;  // the next test
         const int64_t block = ggml_type_traits(uint32_t(type))->block_elems;
         // Odd block counts and float tails included.
         const std::vector<int64_t> lengths = block == 256 ? std::vector<int64_t>{256, 768}
@@ -133,6 +134,68 @@ TEST_CASE("cpu dot products: every tile element is the plain C++ statement of th
                     for (int i = 0; i < rm; ++i)
                         for (int j = 0; j < rn; ++j) CHECK(same_bits(out[i * rn + j], spec[i * ts.rn + j]));
                 }
+        }
+    }
+}
+
+TEST_CASE("cpu panels: every tile element is the plain C++ statement of the arithmetic, bit for bit") {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (GGMLType type : {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1}) {
+        for (int64_t K : {32, 96, 160}) {
+            const std::string type_name = ggml_type_name(type);
+            CAPTURE(type_name);
+            CAPTURE(K);
+            const int64_t N = 7 * kPanelRows + 5;  // the last panel is part padding
+            const auto rw = random_weight(type, N, K, rng);
+            const PanelMatrix panels = pack_panels(rw.w);
+            const size_t ab = panel_act_bytes(K);
+            constexpr int kRows = 6;
+            std::vector<uint8_t> acts(ab * kRows + 64);
+            auto* act = reinterpret_cast<ActQ8Block*>(acts.data());
+            std::vector<float> x(static_cast<size_t>(K));
+            for (int i = 0; i < kRows; ++i) {
+                for (auto& v : x) v = nd(rng) * (i == 0 ? 1e-3f : 10.0f);  // scales far apart
+                auto* a = reinterpret_cast<ActQ8Block*>(acts.data() + i * ab);
+                prepare_panel_activations(x.data(), a, K);
+                // The quantization is lrintf's, whatever instructions compute it.
+                for (int64_t b = 0; b < K / 32; ++b) {
+                    float amax = 0;
+                    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+                    const float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+                    int32_t sum = 0;
+                    for (int j = 0; j < 32; ++j) {
+                        const int8_t q = int8_t(std::lrintf(x[32 * b + j] * inv));
+                        CHECK(a[b].qs[j] == q);
+                        sum += q;
+                    }
+                    CHECK(same_bits(a[b].d, d));
+                    CHECK(a[b].sum == sum);
+                }
+            }
+            for (bool one_row : {false, true}) {
+                const PanelTileShape ts = panel_tile_shape(type, one_row);
+                for (int rm = 1; rm <= ts.rm; ++rm)
+                    for (int np = 1; np <= ts.np; ++np)
+                        for (int64_t p0 : {int64_t(0), panels.panels - np}) {
+                            CAPTURE(rm);
+                            CAPTURE(np);
+                            CAPTURE(p0);
+                            const int64_t ldo = kPanelRows * np;
+                            std::vector<float> out(size_t(rm * ldo), NAN);
+                            panel_tile_fn(type, rm, np)(panels, p0, act, ab, out.data(), ldo);
+                            int mismatches = 0;
+                            for (int i = 0; i < rm; ++i) {
+                                const auto* a = reinterpret_cast<const ActQ8Block*>(acts.data() + i * ab);
+                                for (int64_t c = 0; c < ldo; ++c) {
+                                    const int64_t r = kPanelRows * p0 + c;
+                                    const float want = r < N ? panel_dot_spec(panels, r, a) : 0.0f;
+                                    mismatches += !same_bits(out[size_t(i * ldo + c)], want) && r < N;
+                                }
+                            }
+                            CHECK(mismatches == 0);
+                        }
+            }
         }
     }
 }
