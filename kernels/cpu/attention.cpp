@@ -3,48 +3,14 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
-#include "kernels/formats/float16.h"
+#include "kernels/cpu/attention_lanes.h"
 
 namespace minfer::cpu {
 
 namespace {
-
-// W lanes as one value (GCC/Clang vector extensions): 16 are one AVX-512
-// register, two AVX2 ones, or four SSE/NEON; each operation is lane by lane
-// IEEE arithmetic whatever the machine and whatever W, so a lane's bits do not
-// depend on the width of the tile that holds it.
-template <int W>
-struct Lanes {
-    typedef float f32 __attribute__((vector_size(W * sizeof(float))));
-    typedef int32_t i32 __attribute__((vector_size(W * sizeof(int32_t))));
-};
-
-inline float widen(float x) { return x; }
-inline float widen(uint16_t x) { return bf16_to_f32(x); }
-
-// e^x for x <= 0 (scores minus their lane's maximum) as 2^i * 2^f, with a
-// degree-6 polynomial for 2^f on [-0.5, 0.5] (relative error under 2e-7).
-// 0 below -87, and at -inf (a masked key).
-template <class f32xL, class i32xL>
-inline f32xL exp_nonpositive(f32xL x) {
-    const f32xL floor87 = f32xL{} - 87.0f;
-    const f32xL t = (x < floor87 ? floor87 : x) * 1.44269504088896341f;  // log2(e)
-    const f32xL magic = f32xL{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const f32xL i = (t + magic) - magic;
-    const f32xL f = t - i;
-    f32xL p = f32xL{} + 1.5403530393381606e-4f;
-    p = p * f + 1.3333558146428443e-3f;
-    p = p * f + 9.6181291076284772e-3f;
-    p = p * f + 5.5504108664821580e-2f;
-    p = p * f + 2.4022650695910071e-1f;
-    p = p * f + 6.9314718055994531e-1f;
-    p = p * f + 1.0f;
-    const i32xL bits = (__builtin_convertvector(i, i32xL) + 127) << 23;
-    const f32xL scaled = (f32xL)bits * p;
-    return x < floor87 ? f32xL{} : scaled;
-}
 
 // attend_tile over R registers of W lanes (tile.lanes <= R * W): lane l is
 // lane l % W of register l / W. Every loop over r is unrolled, so that the R
@@ -79,10 +45,10 @@ void attend_lanes(const AttentionTile& tile, const float* q_all, int32_t n_heads
         const float* q = q_all + (int64_t(tile.row[src]) * n_heads + tile.head[src]) * hd;
         for (int32_t j = 0; j < hd; ++j) qt[j * R + l / W][l % W] = q[j];
     }
-    auto pool_row = [&](const T* pool, int32_t t) {
-        const int64_t slot = int64_t(seq.block_table[t / seq.block_size]) * seq.block_size + t % seq.block_size;
-        return pool + slot * seq.kv_row + int64_t(tile.kv_head) * hd;
-    };
+    thread_local std::vector<int64_t> slots;
+    slots.resize(size_t(keys));
+    key_slots(seq, lo, hi, slots.data());
+    auto pool_row = [&](const T* pool, int32_t t) { return pool + slots[size_t(t - lo)] * seq.kv_row + int64_t(tile.kv_head) * hd; };
 
 #define UNROLL _Pragma("GCC unroll 16")
     // S = scale * Q K^T, masked per lane, and each lane's maximum. A score is
@@ -171,10 +137,11 @@ void attend_lanes(const AttentionTile& tile, const float* q_all, int32_t n_heads
 template <class T>
 void attend_tile(const AttentionTile& tile, const float* q_all, int32_t n_heads, int32_t hd, float scale,
                  const T* k_pool, const T* v_pool, const PagedSequence& seq, std::vector<float>& scratch, float* out) {
-    // A wide tile shares each key element it loads between two registers of
-    // lanes. (A narrower register for a decode row's few lanes, 4 lanes of SSE
-    // for one, measured no faster: the instructions are as many.)
-    if (tile.lanes <= 16)
+    // A decode row's few pairs take keys as lanes (attention_narrow.cpp); a
+    // wide tile shares each key element it loads between two registers of lanes.
+    if (tile.lanes <= kNarrowLanes)
+        attend_narrow(tile, q_all, n_heads, hd, scale, k_pool, v_pool, seq, scratch, out);
+    else if (tile.lanes <= 16)
         attend_lanes<16, 1>(tile, q_all, n_heads, hd, scale, k_pool, v_pool, seq, scratch, out);
     else
         attend_lanes<16, 2>(tile, q_all, n_heads, hd, scale, k_pool, v_pool, seq, scratch, out);

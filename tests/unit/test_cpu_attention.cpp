@@ -23,7 +23,7 @@ struct Pool {
     int32_t bs = 16, kv_heads = 2, hd = 80, tokens = 300;
     std::vector<float> k, v;
     std::vector<int32_t> table;
-    explicit Pool(std::mt19937& rng) {
+    explicit Pool(std::mt19937& rng, int32_t head_dim = 80) : hd(head_dim) {
         const int32_t blocks = (tokens + bs - 1) / bs + 3;
         std::normal_distribution<float> normal;
         k.resize(size_t(blocks) * bs * kv_heads * hd);
@@ -57,9 +57,12 @@ std::vector<double> reference(const Pool& p, const float* q, int32_t kvh, int32_
 
 }  // namespace
 
-TEST_CASE("cpu attention: tiles match a float64 softmax, and a pair's bits do not depend on its tile") {
+namespace {
+
+void check_tiles(int32_t head_dim) {
+    CAPTURE(head_dim);
     std::mt19937 rng(42);
-    Pool pool(rng);
+    Pool pool(rng, head_dim);
     const int32_t n_heads = 6, group = n_heads / pool.kv_heads, rows = 12;
     const float scale = 1.0f / std::sqrt(float(pool.hd));
     std::vector<float> q(size_t(rows) * n_heads * pool.hd);
@@ -105,6 +108,13 @@ TEST_CASE("cpu attention: tiles match a float64 softmax, and a pair's bits do no
                              single.data());
             CHECK(std::memcmp(single.data() + (int64_t(r) * n_heads + h) * pool.hd, out, pool.hd * sizeof(float)) == 0);
         }
+}
+
+}  // namespace
+
+TEST_CASE("cpu attention: tiles match a float64 softmax, and a pair's bits do not depend on its tile") {
+    check_tiles(80);  // a decode row's values in whole registers
+    check_tiles(66);  // and two dimensions after them
 }
 
 TEST_CASE("cpu attention: a bf16 pool widens exactly") {
