@@ -68,6 +68,36 @@ void quantize_q8_pairs(const float* x, ActQ8Pair* out, int64_t n) {
     }
 }
 
+// quantize_row(Q8_K) for activations, the same bytes (a test checks): on
+// AVX-512 16 values an instruction.
+void quantize_q8_k(const float* x, BlockQ8_K* out, int64_t n) {
+#if MINFER_AVX512
+    for (int64_t blk = 0; blk < n / 256; ++blk) {
+        const float* v = x + 256 * blk;
+        BlockQ8_K& b = out[blk];
+        __m512 amax = _mm512_setzero_ps();
+        for (int c = 0; c < 16; ++c) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(v + 16 * c)));
+        b.d = _mm512_reduce_max_ps(amax) / 127.0f;
+        const __m512 d = _mm512_set1_ps(b.d), half = _mm512_set1_ps(0.5f), zero = _mm512_setzero_ps();
+        for (int c = 0; c < 16; ++c) {
+            __m512i q = _mm512_setzero_si512();
+            if (b.d != 0.0f) {
+                // nearest_int: x + 0.5 (x - 0.5 below 0), truncated; then clamped to +-127.
+                const __m512 t = _mm512_div_ps(_mm512_loadu_ps(v + 16 * c), d);
+                const __m512 r = _mm512_add_ps(t, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, zero, _CMP_GE_OQ),
+                                                                        _mm512_sub_ps(zero, half), half));
+                q = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvttps_epi32(r), _mm512_set1_epi32(127)),
+                                     _mm512_set1_epi32(-127));
+            }
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * c), _mm512_cvtsepi32_epi8(q));
+            b.bsums[c] = int16_t(_mm512_reduce_add_epi32(q));
+        }
+    }
+#else
+    quantize_row(GGMLType::Q8_K, x, out, n);
+#endif
+}
+
 }  // namespace
 
 ActFormat act_format(GGMLType t) {
@@ -98,7 +128,7 @@ void prepare_activations(ActFormat f, const float* x, void* out, int64_t n) {
             std::memcpy(out, x, size_t(n) * sizeof(float));
             break;
         case ActFormat::Q8_32: quantize_q8_pairs(x, static_cast<ActQ8Pair*>(out), n); break;
-        case ActFormat::Q8_K: quantize_row(GGMLType::Q8_K, x, out, n); break;
+        case ActFormat::Q8_K: quantize_q8_k(x, static_cast<BlockQ8_K*>(out), n); break;
     }
 }
 

@@ -138,6 +138,23 @@ TEST_CASE("cpu dot products: every tile element is the plain C++ statement of th
     }
 }
 
+TEST_CASE("cpu activations for K-quants are quantize_row(Q8_K)'s bytes") {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t K = 1024;
+    std::vector<float> x(static_cast<size_t>(K));
+    for (int round = 0; round < 50; ++round) {
+        for (auto& v : x) v = nd(rng) * float(1 + round % 9);
+        if (round == 1) std::fill(x.begin(), x.begin() + 256, 0.0f);  // a block of zeros: scale 0
+        if (round == 2)  // values halfway between levels: rounding ties
+            for (int64_t k = 0; k < K; ++k) x[size_t(k)] = (k % 256 == 0 ? 127.0f : float(k % 7) - 2.5f);
+        std::vector<uint8_t> got(act_row_bytes(ActFormat::Q8_K, K)), want(ggml_row_bytes(GGMLType::Q8_K, K));
+        prepare_activations(ActFormat::Q8_K, x.data(), got.data(), K);
+        quantize_row(GGMLType::Q8_K, x.data(), want.data(), K);
+        CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    }
+}
+
 TEST_CASE("cpu panels: every tile element is the plain C++ statement of the arithmetic, bit for bit") {
     std::mt19937 rng(13);
     std::normal_distribution<float> nd(0.0f, 1.0f);
