@@ -49,13 +49,12 @@ namespace {
 void matmul_panels(ThreadPool& pool, const PanelMatrix& w, const float* x, int64_t rows, const float* bias,
                    float* out) {
     const int64_t N = w.rows, K = w.cols;
-    const size_t act_bytes = panel_act_bytes(K);
+    const size_t act_bytes = panel_act_bytes(w.type, K);
     thread_local std::vector<Line> acts;
     acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
     uint8_t* a = acts[0].bytes;
     pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-            prepare_panel_activations(x + r * K, reinterpret_cast<ActQ8Block*>(a + r * act_bytes), K);
+        for (int64_t r = r0; r < r1; ++r) prepare_panel_activations(w.type, x + r * K, a + r * act_bytes, K);
     });
 
     const PanelTileShape ts = panel_tile_shape(w.type, rows == 1);
@@ -73,7 +72,7 @@ void matmul_panels(ThreadPool& pool, const PanelMatrix& w, const float* x, int64
             for (int64_t r0 = r_begin; r0 < r_end; r0 += ts.rm) {
                 const int rm = int(std::min<int64_t>(ts.rm, r_end - r0));
                 const PanelTileFn fn = panel_tile_fn(w.type, rm, np);
-                const auto* act = reinterpret_cast<const ActQ8Block*>(a + r0 * act_bytes);
+                const uint8_t* act = a + r0 * act_bytes;
                 if (whole) {
                     fn(w, p0, act, act_bytes, out + r0 * N + kPanelRows * p0, N);
                     continue;

@@ -20,7 +20,9 @@ namespace minfer::cpu {
 using vec_dot_detail::f16;
 using vec_dot_detail::load;
 
-bool uses_panels(GGMLType t) { return t == GGMLType::Q8_0 || t == GGMLType::Q4_0 || t == GGMLType::Q4_1; }
+bool uses_panels(GGMLType t) {
+    return t == GGMLType::Q8_0 || t == GGMLType::Q4_0 || t == GGMLType::Q4_1 || t == GGMLType::Q4_K;
+}
 
 namespace {
 
@@ -37,9 +39,18 @@ uint8_t raw_quant(GGMLType t, const uint8_t* block, int e) {
 
 }  // namespace
 
-size_t panel_act_bytes(int64_t n) { return pad64(size_t(n / 32) * sizeof(ActQ8Block)); }
+size_t panel_act_bytes(GGMLType t, int64_t n) {
+    return t == GGMLType::Q4_K ? act_row_bytes(ActFormat::Q8_K, n) : pad64(size_t(n / 32) * sizeof(ActQ8Block));
+}
 
-void prepare_panel_activations(const float* x, ActQ8Block* out, int64_t n) {
+void prepare_panel_activations(GGMLType t, const float* x, void* out, int64_t n) {
+    if (t == GGMLType::Q4_K)
+        prepare_activations(ActFormat::Q8_K, x, out, n);
+    else
+        quantize_act_q8_32(x, static_cast<ActQ8Block*>(out), n);
+}
+
+void quantize_act_q8_32(const float* x, ActQ8Block* out, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float* v = x + 32 * b;
         ActQ8Block& a = out[b];
@@ -71,18 +82,51 @@ void prepare_panel_activations(const float* x, ActQ8Block* out, int64_t n) {
     }
 }
 
+namespace {
+
+// Row r's Q4_K super-blocks into panel `base` (lane l = r % 16).
+void pack_q4k_row(const PanelMatrix& m, const uint8_t* row, int64_t l, uint8_t* base) {
+    for (int64_t b = 0; b < m.blocks; ++b) {
+        const auto& raw = *reinterpret_cast<const BlockQ4_K*>(row + size_t(b) * sizeof(BlockQ4_K));
+        auto* dd = reinterpret_cast<uint16_t*>(base + 64 * b);
+        dd[l] = raw.d;
+        dd[kPanelRows + l] = raw.dmin;
+        uint8_t* blk = base + m.scale_bytes + size_t(b) * m.quant_bytes;
+        auto* mins = reinterpret_cast<int16_t*>(blk + 128);
+        for (int s = 0; s < 8; ++s) {
+            uint8_t sc, mn;
+            q4k_scale_min(raw.scales, s, sc, mn);
+            blk[16 * s + l] = sc;
+            mins[2 * (kPanelRows * (s / 2) + l) + s % 2] = mn;
+        }
+        auto quant = [&](int e) {  // element e of the super-block
+            const int c = e / 64, r = e % 64;
+            return uint8_t((raw.qs[32 * c + r % 32] >> (r < 32 ? 0 : 4)) & 0xF);
+        };
+        for (int s = 0; s < 8; ++s) {
+            uint8_t* q = blk + 384 + 256 * s + 4 * l;
+            for (int h = 0; h < 4; ++h)
+                for (int i = 0; i < 4; ++i) q[64 * h + i] = uint8_t(quant(32 * s + 8 * h + i) | quant(32 * s + 8 * h + 4 + i) << 4);
+        }
+    }
+}
+
+}  // namespace
+
 PanelMatrix pack_panels(const MatmulWeight& w) {
     if (!uses_panels(w.type))
         throw std::invalid_argument(std::string("pack_panels: no panels for ") + ggml_type_name(w.type));
-    if (w.cols % 32) throw std::invalid_argument("pack_panels: the row length is not a multiple of 32");
+    const bool k = w.type == GGMLType::Q4_K;
+    const int64_t block = k ? 256 : 32;
+    if (w.cols % block) throw std::invalid_argument("pack_panels: the row length is not a multiple of the block");
     PanelMatrix m;
     m.type = w.type;
     m.rows = w.rows;
     m.cols = w.cols;
     m.panels = (w.rows + kPanelRows - 1) / kPanelRows;
-    m.blocks = w.cols / 32;
-    m.scale_bytes = pad64(size_t(m.blocks) * kPanelRows * 2);
-    m.quant_bytes = w.type == GGMLType::Q8_0 ? 8 * 64 : 4 * 64;
+    m.blocks = w.cols / block;
+    m.scale_bytes = pad64(size_t(m.blocks) * kPanelRows * 2 * (k ? 2 : 1));
+    m.quant_bytes = k ? 128 + 256 + 8 * 256 : w.type == GGMLType::Q8_0 ? 8 * 64 : 4 * 64;
     const size_t scale_parts = has_min(w.type) ? 2 : 1;
     m.panel_bytes = scale_parts * m.scale_bytes + size_t(m.blocks) * m.quant_bytes;
     const size_t total = std::max<size_t>(64, size_t(m.panels) * m.panel_bytes);
@@ -90,10 +134,14 @@ PanelMatrix pack_panels(const MatmulWeight& w) {
     if (!m.data) throw std::bad_alloc();
     std::memset(m.data.get(), 0, total);
 
-    const size_t raw_bytes = ggml_row_bytes(w.type, 32);
+    const size_t raw_bytes = ggml_row_bytes(w.type, block);
     for (int64_t r = 0; r < w.rows; ++r) {
         const int64_t p = r / kPanelRows, l = r % kPanelRows;
         uint8_t* base = m.data.get() + size_t(p) * m.panel_bytes;
+        if (k) {
+            pack_q4k_row(m, w.row(r), l, base);
+            continue;
+        }
         auto* scales = reinterpret_cast<uint16_t*>(base);
         auto* mins = reinterpret_cast<uint16_t*>(base + m.scale_bytes);
         uint8_t* quants = base + scale_parts * m.scale_bytes;
@@ -115,20 +163,45 @@ PanelMatrix pack_panels(const MatmulWeight& w) {
     return m;
 }
 
-float panel_dot_spec(const PanelMatrix& w, int64_t row, const ActQ8Block* act) {
+namespace {
+
+// The nibble of element e (0..31) of a 4-vector group whose row starts at q.
+int32_t nibble(const uint8_t* q, int e) { return (q[64 * (e / 8) + e % 4] >> (e % 8 < 4 ? 0 : 4)) & 0xF; }
+
+float q4k_dot_spec(const PanelMatrix& w, int64_t l, const uint8_t* base, const BlockQ8_K* act) {
+    float acc = 0;
+    for (int64_t b = 0; b < w.blocks; ++b) {
+        const BlockQ8_K& a = act[b];
+        const uint8_t* blk = base + w.scale_bytes + size_t(b) * w.quant_bytes;
+        const auto* mins = reinterpret_cast<const int16_t*>(blk + 128);
+        int32_t I = 0, M = 0;
+        for (int s = 0; s < 8; ++s) {
+            int32_t sum = 0;
+            for (int e = 0; e < 32; ++e) sum += nibble(blk + 384 + 256 * s + 4 * l, e) * a.qs[32 * s + e];
+            I += int32_t(blk[16 * s + l]) * sum;
+            M += int32_t(mins[2 * (kPanelRows * (s / 2) + l) + s % 2]) * (a.bsums[2 * s] + a.bsums[2 * s + 1]);
+        }
+        const float d = f16(load<uint16_t>(base + 64 * b + 2 * l));
+        const float dmin = f16(load<uint16_t>(base + 64 * b + 2 * (kPanelRows + l)));
+        acc = std::fma(std::fma(float(I), d, -(float(M) * dmin)), a.d, acc);
+    }
+    return acc;
+}
+
+}  // namespace
+
+float panel_dot_spec(const PanelMatrix& w, int64_t row, const void* act_row) {
     const int64_t l = row % kPanelRows;
     const uint8_t* base = w.panel(row / kPanelRows);
+    if (w.type == GGMLType::Q4_K) return q4k_dot_spec(w, l, base, static_cast<const BlockQ8_K*>(act_row));
+    const auto* act = static_cast<const ActQ8Block*>(act_row);
     const uint8_t* quants = base + (has_min(w.type) ? 2 : 1) * w.scale_bytes;
     float acc = 0;
     for (int64_t b = 0; b < w.blocks; ++b) {
         const ActQ8Block& a = act[b];
         const uint8_t* q = quants + size_t(b) * w.quant_bytes + 4 * l;
         int32_t sum = -offset(w.type) * a.sum;
-        for (int e = 0; e < 32; ++e) {
-            const int32_t qw = w.type == GGMLType::Q8_0 ? q[64 * (e / 4) + e % 4]
-                                                        : (q[64 * (e / 8) + e % 4] >> (e % 8 < 4 ? 0 : 4)) & 0xF;
-            sum += qw * a.qs[e];
-        }
+        for (int e = 0; e < 32; ++e) sum += (w.type == GGMLType::Q8_0 ? q[64 * (e / 4) + e % 4] : nibble(q, e)) * a.qs[e];
         const float d = f16(load<uint16_t>(base + 2 * (b * kPanelRows + l)));
         acc = std::fma(float(sum), d * a.d, acc);
         if (has_min(w.type)) acc = std::fma(f16(load<uint16_t>(base + w.scale_bytes + 2 * (b * kPanelRows + l))), a.dsum, acc);
@@ -153,16 +226,14 @@ PanelTileFn panel_tile_fn(GGMLType t, int rm, int np) {
 #else  // no AVX-512: each element is one panel_dot_spec
 
 namespace {
-void portable_tile(const PanelMatrix& w, int64_t p0, const ActQ8Block* act, size_t act_stride, float* out,
-                   int64_t ldo, int rm, int np) {
-    for (int i = 0; i < rm; ++i) {
-        const auto* a = reinterpret_cast<const ActQ8Block*>(reinterpret_cast<const uint8_t*>(act) + i * act_stride);
+void portable_tile(const PanelMatrix& w, int64_t p0, const uint8_t* act, size_t act_stride, float* out, int64_t ldo,
+                   int rm, int np) {
+    for (int i = 0; i < rm; ++i)
         for (int64_t r = 16 * p0; r < 16 * (p0 + np); ++r)
-            out[i * ldo + (r - 16 * p0)] = r < w.rows ? panel_dot_spec(w, r, a) : 0.0f;
-    }
+            out[i * ldo + (r - 16 * p0)] = panel_dot_spec(w, r, act + i * act_stride);
 }
 template <int RM, int NP>
-void portable(const PanelMatrix& w, int64_t p0, const ActQ8Block* act, size_t act_stride, float* out, int64_t ldo) {
+void portable(const PanelMatrix& w, int64_t p0, const uint8_t* act, size_t act_stride, float* out, int64_t ldo) {
     portable_tile(w, p0, act, act_stride, out, ldo, RM, NP);
 }
 constexpr PanelTileFn kPortable[2][2] = {{portable<1, 1>, portable<1, 2>}, {portable<2, 1>, portable<2, 2>}};

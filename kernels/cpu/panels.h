@@ -1,4 +1,4 @@
-// Weights of the 32-block types Q8_0, Q4_0 and Q4_1 repacked in panels of 16
+// Weights of the types Q8_0, Q4_0, Q4_1 and Q4_K repacked in panels of 16
 // rows, so that one 512-bit integer dot product (VNNI's vpdpbusd) computes
 // 4-element pieces of 16 different rows at once.
 //
@@ -17,9 +17,15 @@
 //   acc = fma(float(I), d_w * d_x, acc)
 //   Q4_1 also: acc = fma(m_w, d_x * float(sum(q_x)), acc)
 // with q_w unsigned (Q8_0: q + 128, offset 128; Q4_0: offset 8; Q4_1: 0) and
-// q_x the activation's int8 quants (ActQ8Block). The integer sum is exact in
-// any order, so every kernel (one row or many, any tile, AVX-512 or plain
-// C++) gives the same bits: matmul stays batch invariant.
+// q_x the activation's int8 quants (ActQ8Block). Q4_K's super-blocks of 256
+// (w = d * sc_s * q - dmin * m_s in sub-block s of 32) meet BlockQ8_K
+// activations:
+//   I   = sum over s of sc_s * (sum over sub-block s of q_w * q_x)   (exact int32)
+//   M   = sum over s of m_s * (sum of sub-block s of q_x)             (exact int32)
+//   acc = fma(fma(float(I), d_w, -(float(M) * dmin_w)), d_x, acc)
+// The integer sums are exact in any order, so every kernel (one row or many,
+// any tile, AVX-512 or plain C++) gives the same bits: matmul stays batch
+// invariant.
 #pragma once
 
 #include <cstddef>
@@ -47,24 +53,29 @@ struct ActQ8Block {
 };
 static_assert(sizeof(ActQ8Block) == 48);
 
-// Bytes of one prepared activation row of n elements (n a multiple of 32).
-size_t panel_act_bytes(int64_t n);
-void prepare_panel_activations(const float* x, ActQ8Block* out, int64_t n);
+// Bytes of one prepared activation row of n elements (n a multiple of the
+// type's block): ActQ8Blocks, or BlockQ8_K for Q4_K.
+size_t panel_act_bytes(GGMLType t, int64_t n);
+void prepare_panel_activations(GGMLType t, const float* x, void* out, int64_t n);
+void quantize_act_q8_32(const float* x, ActQ8Block* out, int64_t n);
 
 // A weight's panels. Panel p holds rows 16p..16p+15 (the last one padded with
-// zero rows): first the f16 scales of every block, [blocks][16], then for
-// Q4_1 the mins the same way, then the quants of every block; each part is
-// padded to 64 bytes.
+// zero rows): first the f16 scales of every block, [blocks][16] (Q4_K: d
+// then dmin, [blocks][2][16]), then for Q4_1 the mins the same way, then the
+// quants of every block; each part is padded to 64 bytes.
 //   Q8_0: per block 8 vectors; vector g holds, row by row, the 4 bytes q + 128
 //         of elements 4g..4g+3.
-//   Q4_x: per block 4 vectors; vector h holds, row by row, 4 bytes whose low
-//         nibbles are elements 8h..8h+3 and high nibbles 8h+4..8h+7.
+//   Q4_0, Q4_1: per block 4 vectors; vector h holds, row by row, 4 bytes whose
+//         low nibbles are elements 8h..8h+3 and high nibbles 8h+4..8h+7.
+//   Q4_K: per super-block the sub-block scales sc as bytes [8][16], the mins
+//         as int16 pairs [4][16][2] (m_2k, m_2k+1), then sub-block s's quants
+//         as 4 vectors like Q4_0's.
 struct PanelMatrix {
     GGMLType type{};
     int64_t rows = 0, cols = 0;     // N, K
-    int64_t panels = 0, blocks = 0;  // ceil(N / 16), K / 32
+    int64_t panels = 0, blocks = 0;  // ceil(N / 16), K / 32 (Q4_K: K / 256)
     size_t scale_bytes = 0;          // one panel's scales (and as many again for the mins)
-    size_t quant_bytes = 0;          // one block of one panel's quants
+    size_t quant_bytes = 0;          // one block of one panel's quants (Q4_K: scales and mins too)
     size_t panel_bytes = 0;
     std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
 
@@ -78,7 +89,7 @@ PanelMatrix pack_panels(const MatmulWeight& w);
 // out[i * ldo + 16 * j + l] = dot(row 16 (p0 + j) + l, activation row i) for
 // i < rm, j < np, l < 16 (rows past the matrix included: they are 0).
 // Activation row i starts at act + i * act_stride.
-using PanelTileFn = void (*)(const PanelMatrix& w, int64_t p0, const ActQ8Block* act, size_t act_stride,
+using PanelTileFn = void (*)(const PanelMatrix& w, int64_t p0, const uint8_t* act, size_t act_stride,
                              float* out, int64_t ldo);
 struct PanelTileShape {
     int rm;  // activation rows
@@ -90,6 +101,6 @@ PanelTileFn panel_tile_fn(GGMLType t, int rm, int np);
 
 // The plain C++ statement of the arithmetic for one output, that the tiles
 // are tested against bit for bit.
-float panel_dot_spec(const PanelMatrix& w, int64_t row, const ActQ8Block* act);
+float panel_dot_spec(const PanelMatrix& w, int64_t row, const void* act);
 
 }  // namespace minfer::cpu

@@ -12,7 +12,8 @@
 //    block, 8-15 the second), is converted to float and scaled:
 //    acc = fma(I, dw * dx, acc). Weights are taken as unsigned (q + offset);
 //    lane 0 of each block subtracts offset * sum(x).
-//  - K-quants: a step is one block of 256; lane l gathers the exact integer
+//  - K-quants Q5_K and Q6_K (Q4_K: panels.h): a step is one block of 256;
+//    lane l gathers the exact integer
 //    sum of scale * q * x over elements 4l..4l+3 of each 64, then one float
 //    update per block applies d (and dmin times the mins).
 // Integer sums are exact, so only the float steps fix the order; they are
@@ -135,7 +136,7 @@ void prepare_activations(ActFormat f, const float* x, void* out, int64_t n) {
 bool has_vec_dot(GGMLType t) {
     switch (t) {
         case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q5_0: case GGMLType::Q5_1:
-        case GGMLType::Q4_K: case GGMLType::Q5_K: case GGMLType::Q6_K:
+        case GGMLType::Q5_K: case GGMLType::Q6_K:
             return true;
         default:
             return false;
@@ -240,10 +241,10 @@ float dot_k(GGMLType t, const uint8_t* w, const BlockQ8_K* x, int64_t n) {
                 sum[l] -= 32 * (b.scales[2 * l] * a.bsums[2 * l] + b.scales[2 * l + 1] * a.bsums[2 * l + 1]);
             const float d = f16(b.d) * a.d;
             for (int l = 0; l < 16; ++l) acc[l] = std::fma(float(sum[l]), d, acc[l]);
-        } else {  // Q4_K, Q5_K: w = d * sc[s] * q - dmin * m[s], 8 sub-blocks of 32
-            const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);  // Q5_K starts the same way
-            const uint8_t* qs = t == GGMLType::Q5_K ? reinterpret_cast<const BlockQ5_K*>(p)->qs : b.qs;
-            const uint8_t* qh = t == GGMLType::Q5_K ? reinterpret_cast<const BlockQ5_K*>(p)->qh : nullptr;
+        } else {  // Q5_K: w = d * sc[s] * q - dmin * m[s], 8 sub-blocks of 32
+            const auto& b = *reinterpret_cast<const BlockQ5_K*>(p);
+            const uint8_t* qs = b.qs;
+            const uint8_t* qh = b.qh;
             uint8_t s8[8], m8[8];
             for (int s = 0; s < 8; ++s) q4k_scale_min(b.scales, s, s8[s], m8[s]);
             for (int e = 0; e < 256; ++e) {
@@ -314,7 +315,6 @@ DotTileFn lookup(GGMLType t, int rm, int rn, TileShape* shape) {
         case GGMLType::BF16: return portable_pick<GGMLType::BF16>(rm, rn);
         case GGMLType::Q5_0: return portable_pick<GGMLType::Q5_0>(rm, rn);
         case GGMLType::Q5_1: return portable_pick<GGMLType::Q5_1>(rm, rn);
-        case GGMLType::Q4_K: return portable_pick<GGMLType::Q4_K>(rm, rn);
         case GGMLType::Q5_K: return portable_pick<GGMLType::Q5_K>(rm, rn);
         case GGMLType::Q6_K: return portable_pick<GGMLType::Q6_K>(rm, rn);
         default: throw std::invalid_argument(std::string("dot_tile: no dot product for ") + ggml_type_name(t));

@@ -370,7 +370,6 @@ DotTileFn vec_dot_detail::avx512_lookup(GGMLType t, int rm, int rn, TileShape* s
         case GGMLType::BF16: return pick<FloatRows<GGMLType::BF16>>(rm, rn, shape);
         case GGMLType::Q5_0: return pick<Q32Rows<GGMLType::Q5_0>>(rm, rn, shape);
         case GGMLType::Q5_1: return pick<Q32Rows<GGMLType::Q5_1>>(rm, rn, shape);
-        case GGMLType::Q4_K: return pick<Q45KRows<GGMLType::Q4_K>>(rm, rn, shape);
         case GGMLType::Q5_K: return pick<Q45KRows<GGMLType::Q5_K>>(rm, rn, shape);
         case GGMLType::Q6_K: return pick<Q6KRows>(rm, rn, shape);
         default: throw std::invalid_argument(std::string("dot_tile: no dot product for ") + ggml_type_name(t));

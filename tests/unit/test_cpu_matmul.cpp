@@ -158,24 +158,26 @@ TEST_CASE("cpu activations for K-quants are quantize_row(Q8_K)'s bytes") {
 TEST_CASE("cpu panels: every tile element is the plain C++ statement of the arithmetic, bit for bit") {
     std::mt19937 rng(13);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (GGMLType type : {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1}) {
-        for (int64_t K : {32, 96, 160}) {
+    for (GGMLType type : {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q4_K}) {
+        const std::vector<int64_t> lengths = type == GGMLType::Q4_K ? std::vector<int64_t>{256, 768}
+                                                                     : std::vector<int64_t>{32, 96, 160};
+        for (int64_t K : lengths) {
             const std::string type_name = ggml_type_name(type);
             CAPTURE(type_name);
             CAPTURE(K);
             const int64_t N = 7 * kPanelRows + 5;  // the last panel is part padding
             const auto rw = random_weight(type, N, K, rng);
             const PanelMatrix panels = pack_panels(rw.w);
-            const size_t ab = panel_act_bytes(K);
+            const size_t ab = panel_act_bytes(type, K);
             constexpr int kRows = 6;
             std::vector<uint8_t> acts(ab * kRows + 64);
-            auto* act = reinterpret_cast<ActQ8Block*>(acts.data());
             std::vector<float> x(static_cast<size_t>(K));
             for (int i = 0; i < kRows; ++i) {
                 for (auto& v : x) v = nd(rng) * (i == 0 ? 1e-3f : 10.0f);  // scales far apart
-                auto* a = reinterpret_cast<ActQ8Block*>(acts.data() + i * ab);
-                prepare_panel_activations(x.data(), a, K);
+                prepare_panel_activations(type, x.data(), acts.data() + i * ab, K);
+                if (type == GGMLType::Q4_K) continue;  // the Q8_K activations: the test above
                 // The quantization is lrintf's, whatever instructions compute it.
+                const auto* a = reinterpret_cast<const ActQ8Block*>(acts.data() + i * ab);
                 for (int64_t b = 0; b < K / 32; ++b) {
                     float amax = 0;
                     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
@@ -200,10 +202,10 @@ TEST_CASE("cpu panels: every tile element is the plain C++ statement of the arit
                             CAPTURE(p0);
                             const int64_t ldo = kPanelRows * np;
                             std::vector<float> out(size_t(rm * ldo), NAN);
-                            panel_tile_fn(type, rm, np)(panels, p0, act, ab, out.data(), ldo);
+                            panel_tile_fn(type, rm, np)(panels, p0, acts.data(), ab, out.data(), ldo);
                             int mismatches = 0;
                             for (int i = 0; i < rm; ++i) {
-                                const auto* a = reinterpret_cast<const ActQ8Block*>(acts.data() + i * ab);
+                                const uint8_t* a = acts.data() + i * ab;
                                 for (int64_t c = 0; c < ldo; ++c) {
                                     const int64_t r = kPanelRows * p0 + c;
                                     const float want = r < N ? panel_dot_spec(panels, r, a) : 0.0f;
