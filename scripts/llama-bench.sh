@@ -34,15 +34,19 @@ date -u +%Y-%m-%dT%H:%MZ
 printf '%-28s %12s %12s %7s %12s %12s %7s\n' file "prefill mf" "prefill lc" ratio "decode mf" "decode lc" ratio
 for f in "${FILES[@]}"; do
   lc=$("$BENCH" -m "$f" -t "$THREADS" -p "$PROMPT" -n "$DECODE" -r "$REPS" -o json "${EXTRA[@]}" 2>/dev/null)
-  mf=$("$MINFER" bench latency "$f" --device cpu --threads "$THREADS" --input-len "$PROMPT" \
-         --output-len "$DECODE" --repetitions "$REPS" --json 2>/dev/null)
-  python3 - "$f" "$lc" "$mf" <<'EOF'
+  # As llama-bench: the prompt alone (ppP), and D tokens generated from an empty
+  # context (tgD; minfer's prompt is one token).
+  pp_mf=$("$MINFER" bench latency "$f" --device cpu --threads "$THREADS" --input-len "$PROMPT" \
+         --output-len 2 --repetitions "$REPS" --json 2>/dev/null)
+  tg_mf=$("$MINFER" bench latency "$f" --device cpu --threads "$THREADS" --input-len 1 \
+         --output-len "$((DECODE + 1))" --repetitions "$REPS" --json 2>/dev/null)
+  python3 - "$f" "$lc" "$pp_mf" "$tg_mf" <<'EOF'
 import json, os, sys
-name, lc, mf = os.path.basename(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+name, lc = os.path.basename(sys.argv[1]), json.loads(sys.argv[2])
+pp_mf, tg_mf = json.loads(sys.argv[3])["prefill_tok_s"], json.loads(sys.argv[4])["decode_tok_s"]
 pp = next(r["avg_ts"] for r in lc if r["n_prompt"] > 0)
 tg = next(r["avg_ts"] for r in lc if r["n_gen"] > 0)
-print(f"{name:28s} {mf['prefill_tok_s']:12.1f} {pp:12.1f} {mf['prefill_tok_s'] / pp:6.2f}x"
-      f" {mf['decode_tok_s']:12.1f} {tg:12.1f} {mf['decode_tok_s'] / tg:6.2f}x")
+print(f"{name:28s} {pp_mf:12.1f} {pp:12.1f} {pp_mf / pp:6.2f}x {tg_mf:12.1f} {tg:12.1f} {tg_mf / tg:6.2f}x")
 EOF
 done
-echo "(tok/s; mf = minfer bench latency, lc = llama-bench; ratio = minfer / llama.cpp)"
+echo "(tok/s; mf = minfer bench latency (medians), lc = llama-bench (means); ratio = minfer / llama.cpp)"
