@@ -196,10 +196,17 @@ public:
         const T* k_pool = static_cast<const T*>(cache.k[layer]);
         const T* v_pool = static_cast<const T*>(cache.v[layer]);
         const int64_t kv_row = int64_t(a.n_kv_heads) * hd;
-        pool_.parallel_for(int64_t(tiles_.size()), 1, [&](int64_t t0, int64_t t1) {
+        // A causal prompt's later rows attend to more keys, so the pool's even
+        // split of the list would give one thread most of the work: the tiles
+        // are taken from both ends in turn (first, last, second, ...), which
+        // gives every contiguous share about as many keys.
+        const size_t n = tiles_.size();
+        order_.resize(n);
+        for (size_t i = 0; i < n; ++i) order_[i] = i % 2 ? n - 1 - i / 2 : i / 2;
+        pool_.parallel_for(int64_t(n), 1, [&](int64_t t0, int64_t t1) {
             thread_local std::vector<float> scratch;
             for (int64_t i = t0; i < t1; ++i) {
-                const cpu::AttentionTile& tile = tiles_[size_t(i)];
+                const cpu::AttentionTile& tile = tiles_[order_[size_t(i)]];
                 const int32_t sq = seq_of_row_[tile.row[0]];
                 const cpu::PagedSequence seq{p.block_tables.data() + int64_t(sq) * p.max_blocks_per_seq, block_size_,
                                              kv_row};
@@ -275,6 +282,7 @@ private:
     int32_t block_size_ = 16;
     std::vector<int32_t> seq_of_row_;
     std::vector<cpu::AttentionTile> tiles_;  // paged_attention's, kept to reuse the memory
+    std::vector<size_t> order_;              // the order the pool takes them in
     std::vector<float> freqs_;  // rope_kv_write's frequencies
 };
 
