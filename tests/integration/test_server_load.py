@@ -3,8 +3,9 @@ it, and a client that leaves (streaming or not, before its prefill ends or
 during generation) frees its sequence at the engine's next step.
 
 The model is a random-weight llama of 134M parameters built in memory
-(--synthetic l134m:q8_0): a 1,900-token prompt takes seconds on two cores,
-long enough to watch from outside."""
+(--synthetic l134m:f16, its slowest prefill of the l134m files): a
+1,900-token prompt takes about two seconds on two cores, long enough to watch
+from outside."""
 import http.client
 import json
 import random
@@ -52,14 +53,14 @@ def wait_for(predicate, timeout, what):
 @pytest.fixture(scope="module")
 def one_chunk():
     """The long prompt's prefill is a single step (no step target: --max-step-ms 0)."""
-    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 2048, "--max-step-ms", 0) as s:
+    with Server("--synthetic", "l134m:f16", "--max-num-batched-tokens", 2048, "--max-step-ms", 0) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def small_chunks():
     """The long prompt's prefill takes eight steps of 256 tokens."""
-    with Server("--synthetic", "l134m:q8_0", "--max-num-batched-tokens", 256, "--max-step-ms", 0) as s:
+    with Server("--synthetic", "l134m:f16", "--max-num-batched-tokens", 256, "--max-step-ms", 0) as s:
         yield s
 
 
@@ -134,7 +135,7 @@ def test_a_long_prompt_does_not_stall_the_others():
     # The CPU's step target (100 ms by default) cuts the long prompt's prefill
     # into steps that fit it: a running stream keeps its pace, and a short
     # prompt that comes later is answered long before the long one.
-    with Server("--synthetic", "l134m:q8_0") as s:
+    with Server("--synthetic", "l134m:f16") as s:
         running, long, short = [], [], []
         threads = [threading.Thread(target=stream_times, args=(s, body, out)) for body, out in [
             ({"prompt": "Once upon a time", "max_tokens": 300, "ignore_eos": True}, running),
