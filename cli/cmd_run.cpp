@@ -6,12 +6,16 @@
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <random>
 #include <regex>
 #include <unistd.h>
 
 #include <iostream>
 
+#include "engine/grammar/gbnf.h"
 #include "engine/text/chat/chat_template.h"
 #include "engine/text/chat_prompt.h"
 #include "cli/cli_common.h"
@@ -30,6 +34,19 @@ std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
     std::smatch m;
     if (!std::regex_match(s, m, form)) throw UsageError("--logit-bias takes ID=BIAS, got '" + s + "'");
     return {std::stoi(m[1]), std::stof(m[2])};
+}
+
+// A GBNF file, compiled; a usage error that says where the problem is.
+std::shared_ptr<const grammar::Grammar> grammar_from_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError("--grammar-file: cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(text.str()));
+    } catch (const grammar::GrammarError& e) {
+        throw UsageError("--grammar-file " + path + ": " + e.what());
+    }
 }
 
 }  // namespace
@@ -55,6 +72,7 @@ int cmd_run(int argc, char** argv) {
         ("logit-bias", "ID=BIAS added to a token's logit (repeatable)", cxxopts::value<std::vector<std::string>>())
         ("seed", "random seed (default: a random one)", cxxopts::value<uint64_t>())
         ("ignore-eos", "keep generating past end-of-generation tokens")
+        ("grammar-file", "FILE: a GBNF grammar (llama.cpp's format) the generated text must follow", cxxopts::value<std::string>())
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"));
@@ -101,6 +119,9 @@ int cmd_run(int argc, char** argv) {
     if (!chat && (args.count("system") || !args["chat-template"].as<std::string>().empty()))
         throw UsageError("--system and --chat-template need --chat");
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
+    std::shared_ptr<const grammar::Grammar> grammar;
+    if (args.count("grammar-file")) grammar = grammar_from_file(args["grammar-file"].as<std::string>());
+    const auto vocabulary = grammar ? token_vocabulary(*tokenizer) : nullptr;
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;
     BlockManager block_manager(blocks, block_size, /*enable_prefix_caching=*/false);
@@ -119,6 +140,8 @@ int cmd_run(int argc, char** argv) {
             std::fflush(stdout);
         }
         std::string reply;
+        std::optional<grammar::Constraint> constraint;  // each reply starts the grammar afresh
+        if (grammar) gen.constraint = &constraint.emplace(grammar, vocabulary);
         const GenerateResult r = generate(runner, block_manager, cfg.context_len, prompt_ids, gen, [&](int32_t id) {
             const bool stop = std::find(gen.stop_ids.begin(), gen.stop_ids.end(), id) != gen.stop_ids.end();
             if (stop) return;  // an end-of-turn token is not part of the reply

@@ -10,6 +10,15 @@
 
 namespace minfer {
 
+std::shared_ptr<const grammar::TokenVocabulary> token_vocabulary(const Tokenizer& tokenizer) {
+    std::vector<std::string> bytes(size_t(tokenizer.vocab_size()));
+    for (int32_t i = 0; i < tokenizer.vocab_size(); ++i) {
+        const TokenType t = tokenizer.token_type(i);
+        if (t != TokenType::Control && t != TokenType::Unused) bytes[size_t(i)] = tokenizer.token_to_piece(i);
+    }
+    return std::make_shared<const grammar::TokenVocabulary>(std::move(bytes));
+}
+
 std::vector<int32_t> default_stop_ids(const Tokenizer& tokenizer) {
     std::vector<int32_t> ids = tokenizer.end_of_generation_ids();
     if (tokenizer.bos_id() >= 0) ids.push_back(tokenizer.bos_id());
@@ -36,6 +45,7 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
     auto t0 = clock::now();
     int32_t next = -1;
     std::vector<BlockCopy> copies;  // none: the sequence shares no block
+    std::vector<uint32_t> mask;     // the grammar's allowed tokens, if any
     while (result.generated_ids.size() < size_t(std::max(options.max_new_tokens, 0))) {
         const int32_t count = std::min(seq.num_uncomputed(), chunk);
         const bool last_chunk = count == seq.num_uncomputed();
@@ -48,8 +58,9 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
         if (!last_chunk) continue;  // more of the prompt to prefill
 
         const std::span<const int32_t> all(seq.tokens);
+        if (options.constraint) options.constraint->mask(mask, options.stop_ids);
         const SamplingRow row{&options.sampling, 0, seq.num_computed, all.first(prompt_len), all.subspan(prompt_len),
-                              {}, {}};
+                              {}, mask};
         next = runner.sample({&row, 1})[0];
         if (result.generated_ids.empty()) {
             const auto t1 = clock::now();
@@ -60,6 +71,10 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
         seq.tokens.push_back(next);
         if (on_token) on_token(next);
         if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) {
+            result.finish_reason = "stop";
+            break;
+        }
+        if (options.constraint && options.constraint->accept(next) && options.constraint->can_only_end()) {
             result.finish_reason = "stop";
             break;
         }

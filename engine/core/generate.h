@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar/constraint.h"
 #include "engine/model/model_runner.h"
 #include "kernels/sampling.h"
 #include "engine/text/tokenizer.h"
@@ -19,6 +20,10 @@ struct GenerateOptions {
     int32_t max_new_tokens = 256;
     SamplingParams sampling;
     std::vector<int32_t> stop_ids;  // generation ends after sampling one of these (it is kept)
+    // A grammar state the text must follow (make_constraint); stop ids are
+    // allowed only where the text is a whole sentence, and generation ends
+    // when nothing can follow.
+    grammar::Constraint* constraint = nullptr;
 };
 
 struct GenerateResult {
@@ -34,6 +39,10 @@ struct GenerateResult {
 GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t context_len,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
                         const std::function<void(int32_t)>& on_token = {});
+
+// The tokenizer's vocabulary as grammars see it: each token's bytes (control
+// and unused tokens none).
+std::shared_ptr<const grammar::TokenVocabulary> token_vocabulary(const Tokenizer& tokenizer);
 
 // Ids that end a generation by default: the tokenizer's end-of-generation ids
 // and BOS, which a base model samples to begin a new document (llama2.c's rule).

@@ -157,6 +157,7 @@ void LLMEngine::add_request(uint64_t request_id, std::vector<int32_t> prompt, Ge
     r->id = request_id;
     r->prompt = std::move(prompt);
     r->options = std::move(options);
+    if (r->options.grammar) r->vocabulary = grammar_vocabulary();
     r->arrival = arrivals_++;
     r->arrival_time = now_seconds();
 
@@ -165,6 +166,12 @@ void LLMEngine::add_request(uint64_t request_id, std::vector<int32_t> prompt, Ge
     r->seqs.push_back(std::move(seq));
     prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
     requests_.emplace(request_id, std::move(r));
+}
+
+// Built at the first request that has a grammar.
+std::shared_ptr<const grammar::TokenVocabulary> LLMEngine::grammar_vocabulary() {
+    if (!vocabulary_) vocabulary_ = token_vocabulary(tokenizer_);
+    return vocabulary_;
 }
 
 void LLMEngine::abort(uint64_t request_id) {

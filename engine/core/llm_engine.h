@@ -117,12 +117,14 @@ public:
     void set_on_scheduled(std::function<void()> on_scheduled) { on_scheduled_ = std::move(on_scheduled); }
 
 private:
+    std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary();
     void start_step(const SchedulerOutput& s);
     void commit_computed(const SchedulerOutput& s);
     void write_trace(const SchedulerOutput& s, const StepPlan& plan);
 
     const Model& model_;
     const Tokenizer& tokenizer_;
+    std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;  // grammar_vocabulary()
     EngineConfig config_;
     std::unique_ptr<BlockManager> blocks_;
     std::unique_ptr<Scheduler> scheduler_;

@@ -43,6 +43,7 @@ Sequence& OutputProcessor::fork(Sequence& first, int32_t sample_index) {
     child->num_computed = first.num_computed;
     child->num_charged = first.num_charged;
     child->blocks = blocks_.fork(first.blocks);
+    if (first.constraint) child->constraint = std::make_unique<grammar::Constraint>(*first.constraint);
     scheduler_.add_running(child.get());
     r.seqs.push_back(std::move(child));
     return *r.seqs.back();
@@ -71,6 +72,8 @@ void OutputProcessor::append_token(Sequence& seq, int32_t token, const float* lo
         finish(seq, "stop");  // the stop token's own text is not part of the output
         return;
     }
+    // The grammar allowed this token (PlanBuilder's mask), so it takes it.
+    if (seq.constraint) seq.constraint->accept(token);
     const size_t before = out.text.size();
     out.text += out.detokenizer->push(token);
     if (may_stop && !o.stop.empty()) {
@@ -90,6 +93,10 @@ void OutputProcessor::append_token(Sequence& seq, int32_t token, const float* lo
             finish(seq, "stop");
             return;
         }
+    }
+    if (seq.constraint && seq.constraint->can_only_end()) {
+        finish(seq, "stop");
+        return;
     }
     if (seq.num_output() >= o.max_tokens || seq.num_tokens() >= limits_.max_model_len) finish(seq, "length");
 }

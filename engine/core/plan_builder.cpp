@@ -77,6 +77,7 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
 
     in.needs_logits = !prompt_rows.empty();
     in.suppressed.resize(in.num_samples);
+    in.masks.resize(in.num_samples);
     for (size_t i = 0; i < in.num_samples; ++i) {
         const Sequence& seq = *in.uses[i].seq;
         const GenerationOptions& o = seq.request->options;
@@ -85,10 +86,13 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
             in.suppressed[i] = o.stop_token_ids;
             if (!o.ignore_eos) in.suppressed[i].insert(in.suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
         }
+        // A fork's first token (sample k > 0 of a fresh prompt) starts from
+        // the same grammar state as sample 0's.
+        if (seq.constraint) seq.constraint->mask(in.masks[i], o.ignore_eos ? std::span<const int32_t>{} : eos_ids_);
         const std::span<const int32_t> all(seq.tokens);
         in.sampling_rows.push_back({&o.sampling, uint64_t(in.uses[i].sample_stream), seq.num_tokens(),
                                     all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens),
-                                    in.suppressed[i], {}});
+                                    in.suppressed[i], in.masks[i]});
     }
     return in;
 }

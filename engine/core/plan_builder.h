@@ -40,6 +40,7 @@ struct StepInputs {
     size_t num_samples = 0;
     std::vector<SamplingRow> sampling_rows;        // one per sample, in the order of uses
     std::vector<std::vector<int32_t>> suppressed;  // ids each sampling row may not draw (it points here)
+    std::vector<std::vector<uint32_t>> masks;      // the grammar masks of the rows that have one (ditto)
     // Logprobs are of the model's raw distribution: the logits are read before
     // sampling processes them.
     bool needs_logits = false;

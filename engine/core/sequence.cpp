@@ -51,6 +51,8 @@ std::unique_ptr<Sequence> make_sequence(Request& request, int32_t sample_index, 
     seq->priority = request.options.priority;
     seq->client = request.options.client;
     seq->out.detokenizer = std::make_unique<IncrementalDetokenizer>(tokenizer, request.prompt);
+    if (request.options.grammar)
+        seq->constraint = std::make_unique<grammar::Constraint>(request.options.grammar, request.vocabulary);
     return seq;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/sampling.h"
+#include "engine/grammar/constraint.h"
 #include "engine/text/tokenizer.h"
 #include "scheduler/sequence_state.h"
 
@@ -32,6 +33,10 @@ struct GenerationOptions {
     bool echo = false;                // with logprobs: the prompt's tokens and logprobs too
     std::string client;               // the fairness policy's client (OpenAI's `user`)
     int32_t priority = 0;             // lower is served first (priority policy)
+    // A grammar the generated text must follow (engine/grammar): only tokens
+    // it allows are sampled, end-of-sequence only where the text is whole, and
+    // the sequence ends when nothing can follow.
+    std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // The log-probability of one generated (or prompt) token and the top ones.
@@ -57,6 +62,7 @@ struct Request {
     bool queue_time_sent = false;
     std::vector<std::unique_ptr<Sequence>> seqs;  // sample 0 first; the others fork from it after the prompt
     std::vector<TokenLogprob> prompt_logprobs;    // of prompt tokens 1.. (echo with logprobs)
+    std::shared_ptr<const grammar::TokenVocabulary> vocabulary;  // with options.grammar: the engine's
     size_t prompt_logprobs_sent = 0;
     bool aborted = false;
 
@@ -90,6 +96,7 @@ struct OutputState {
 struct Sequence : SequenceState {
     Request* request = nullptr;
     OutputState out;
+    std::unique_ptr<grammar::Constraint> constraint;  // with a grammar: its state after this sample's tokens
 
     // Whether the logits of the row at position p give a prompt token's logprob
     // still missing (that of token p + 1; only sample 0 computes them).

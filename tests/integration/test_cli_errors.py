@@ -74,3 +74,10 @@ def test_a_gpu_that_does_not_answer():
     proc = run_minfer("run", MODEL, "--device", "cuda", "-n", "1", check=False)
     assert_clean_failure(proc, "no CUDA device answers")
     assert ".cpp:" not in proc.stderr
+
+
+def test_bad_grammar_files(tmp_path):
+    assert_clean_failure(run_minfer("run", "--grammar-file", tmp_path / "absent.gbnf", check=False), "cannot read")
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text('root ::= item\nitem ::= "a" (\n')
+    assert_clean_failure(run_minfer("run", "--grammar-file", bad, check=False), "bad.gbnf", "line 3, column 1", "expected ')'")

@@ -1,0 +1,150 @@
+#include "engine/grammar/earley.h"
+
+#include <algorithm>
+
+namespace minfer::grammar {
+
+Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(g.rules.size(), false) {
+    // Nullable rules: those with an alternative of nullable symbols only (a fixpoint).
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t r = 0; r < g.rules.size(); ++r) {
+            if (nullable_[r]) continue;
+            for (const Sequence& alt : g.rules[r].alternatives)
+                if (std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) {
+                        return s.kind == Symbol::Kind::Rule && nullable_[size_t(s.index)];
+                    })) {
+                    nullable_[r] = changed = true;
+                    break;
+                }
+        }
+    }
+    sets_.emplace_back();
+    for (int32_t a = 0; a < int32_t(g.rules[size_t(g.root)].alternatives.size()); ++a) add(sets_[0], {g.root, a, 0, 0});
+    close(0);
+}
+
+const Symbol* Recognizer::next_symbol(const Item& it) const {
+    const Sequence& seq = g_.rules[size_t(it.rule)].alternatives[size_t(it.alt)];
+    return size_t(it.dot) < seq.size() ? &seq[size_t(it.dot)] : nullptr;
+}
+
+void Recognizer::add(Set& set, const Item& it) {
+    if (std::find(set.begin(), set.end(), it) == set.end()) set.push_back(it);
+}
+
+void Recognizer::close(size_t at) {
+    Set& set = sets_[at];
+    // The set grows while it is walked; indices stay valid.
+    for (size_t i = 0; i < set.size(); ++i) {
+        const Item it = set[i];
+        const Symbol* next = next_symbol(it);
+        if (next && next->kind == Symbol::Kind::Rule) {
+            const int32_t b = next->index;
+            for (int32_t a = 0; a < int32_t(g_.rules[size_t(b)].alternatives.size()); ++a) add(set, {b, a, 0, int32_t(at)});
+            // Aycock and Horspool: a nullable rule may be stepped over at once.
+            if (nullable_[size_t(b)]) add(set, {it.rule, it.alt, it.dot + 1, it.origin});
+        } else if (!next) {
+            // Complete: every item that waited for this rule where it began moves on.
+            const Set& from = sets_[size_t(it.origin)];
+            for (size_t j = 0; j < from.size(); ++j) {
+                const Item w = from[j];
+                const Symbol* s = next_symbol(w);
+                if (s && s->kind == Symbol::Kind::Rule && s->index == it.rule) add(set, {w.rule, w.alt, w.dot + 1, w.origin});
+            }
+        }
+    }
+}
+
+bool Recognizer::expects(uint32_t lo, uint32_t hi) const {
+    for (const Item& it : sets_.back()) {
+        const Symbol* s = next_symbol(it);
+        if (s && s->kind == Symbol::Kind::Char && g_.classes[size_t(s->index)].intersects(lo, hi)) return true;
+    }
+    return false;
+}
+
+bool Recognizer::scan(uint32_t cp) {
+    Set next;
+    for (const Item& it : sets_.back()) {
+        const Symbol* s = next_symbol(it);
+        if (s && s->kind == Symbol::Kind::Char && g_.classes[size_t(s->index)].contains(cp))
+            next.push_back({it.rule, it.alt, it.dot + 1, it.origin});
+    }
+    if (next.empty()) return false;
+    sets_.push_back(std::move(next));
+    close(sets_.size() - 1);
+    return true;
+}
+
+namespace {
+
+// The code points whose UTF-8 encoding starts with the `len` bytes packed in
+// `bytes` (the first in the low byte) of a character of `need` bytes.
+std::pair<uint32_t, uint32_t> prefix_range(uint32_t bytes, int len, int need) {
+    uint32_t lo = 0, hi = 0;
+    for (int i = 0; i < need; ++i) {
+        const uint8_t b = i < len ? uint8_t(bytes >> (8 * i)) : 0;
+        const uint8_t blo = i < len ? b : 0x80, bhi = i < len ? b : 0xBF;
+        const uint8_t mask = i == 0 ? (need == 2 ? 0x1F : need == 3 ? 0x0F : 0x07) : 0x3F;
+        lo = (lo << 6) | (blo & mask);
+        hi = (hi << 6) | (bhi & mask);
+    }
+    const uint32_t least = need == 2 ? 0x80 : need == 3 ? 0x800 : 0x10000;  // no overlong forms
+    return {std::max(lo, least), std::min(hi, kMaxCodePoint)};
+}
+
+}  // namespace
+
+bool Recognizer::feed(uint8_t byte) {
+    const Byte prev = history_.empty() ? Byte{true, 0, 0, 0} : history_.back();
+    if (prev.pending_len == 0) {
+        if (byte < 0x80) {
+            if (!scan(byte)) return false;
+            history_.push_back({true, 0, 0, 0});
+            return true;
+        }
+        const int need = (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+        if (need == 0 || byte == 0xC0 || byte == 0xC1 || byte > 0xF4) return false;
+        const auto [lo, hi] = prefix_range(byte, 1, need);
+        if (lo > hi || !expects(lo, hi)) return false;
+        history_.push_back({false, byte, 1, uint8_t(need)});
+        return true;
+    }
+    if ((byte & 0xC0) != 0x80) return false;
+    const uint32_t bytes = prev.pending | uint32_t(byte) << (8 * prev.pending_len);
+    const int len = prev.pending_len + 1, need = prev.pending_need;
+    const auto [lo, hi] = prefix_range(bytes, len, need);
+    if (lo > hi) return false;
+    if (len < need) {
+        if (!expects(lo, hi)) return false;
+        history_.push_back({false, bytes, uint8_t(len), uint8_t(need)});
+        return true;
+    }
+    if (!scan(lo)) return false;  // the whole character: lo == hi
+    history_.push_back({true, 0, 0, 0});
+    return true;
+}
+
+bool Recognizer::feed(std::string_view bytes) {
+    for (const char c : bytes)
+        if (!feed(uint8_t(c))) return false;
+    return true;
+}
+
+bool Recognizer::accepting() const {
+    if (!history_.empty() && history_.back().pending_len) return false;
+    for (const Item& it : sets_.back())
+        if (it.rule == g_.root && it.origin == 0 && !next_symbol(it)) return true;
+    return false;
+}
+
+void Recognizer::rollback(size_t bytes) {
+    bytes = std::min(bytes, history_.size());
+    for (size_t i = 0; i < bytes; ++i) {
+        if (history_.back().completed) sets_.pop_back();
+        history_.pop_back();
+    }
+}
+
+}  // namespace minfer::grammar

@@ -1,0 +1,27 @@
+"""`minfer run --grammar-file`: the generated text follows a GBNF grammar,
+whatever the sampling, and ends when the grammar does (the grammars are
+../shared/grammars', written outside this project)."""
+import json
+import re
+
+from conftest import MODEL, SHARED, run_minfer
+
+DATE = re.compile(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")
+
+
+def run_json(*args):
+    return json.loads(run_minfer("run", MODEL, "--json", *args).stdout)
+
+
+def test_sampled_texts_follow_the_grammar():
+    for seed in range(8):
+        out = run_json("-p", "The day was", "--grammar-file", SHARED / "grammars" / "date.gbnf",
+                       "--temp", "1.5", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed, "-n", 30)
+        assert out["text"].startswith("The day was")  # the prompt, then the generated text
+        assert DATE.fullmatch(out["text"][len("The day was"):]), out
+        assert out["finish_reason"] == "stop", out  # the date is whole: nothing can follow
+
+
+def test_without_a_grammar_the_text_is_free():
+    out = run_json("-p", "The day was", "--temp", "0", "-n", 12)
+    assert not DATE.fullmatch(out["text"][len("The day was"):])

@@ -1,0 +1,248 @@
+// The grammar engine's front end and reference matcher: GBNF compiled to a
+// Grammar (engine/grammar/gbnf.h), recognized byte by byte by Earley
+// (engine/grammar/earley.h). Against ../shared/grammars (grammars written
+// outside this project, with texts each must accept or reject), and errors
+// that say where.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/grammar/earley.h"
+#include "engine/grammar/gbnf.h"
+#include "engine/grammar/token_mask.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+
+using namespace minfer::grammar;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot read " << path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool matches(const Grammar& g, const std::string& text) {
+    Recognizer r(g);
+    return r.feed(text) && r.accepting();
+}
+
+}  // namespace
+
+TEST_CASE("gbnf: every grammar in ../shared/grammars accepts and rejects its cases") {
+    const std::string dir = std::string(MINFER_SHARED_DIR) + "/grammars/";
+    const auto cases = boost::json::parse(read_file(dir + "cases.json")).as_object();
+    int checked = 0;
+    for (const auto& [file, c] : cases) {
+        CAPTURE(std::string(file));
+        const Grammar g = parse_gbnf(read_file(dir + std::string(file)));
+        for (const auto& text : c.at("accept").as_array()) {
+            CAPTURE(std::string(text.as_string()));
+            CHECK(matches(g, std::string(text.as_string())));
+            ++checked;
+        }
+        for (const auto& text : c.at("reject").as_array()) {
+            CAPTURE(std::string(text.as_string()));
+            CHECK_FALSE(matches(g, std::string(text.as_string())));
+            ++checked;
+        }
+    }
+    CHECK(checked > 30);
+    MESSAGE(checked << " cases");
+}
+
+TEST_CASE("gbnf: repetition, classes, escapes and recursion") {
+    struct Case {
+        const char* grammar;
+        std::vector<std::string> accept, reject;
+    };
+    const Case cases[] = {
+        {R"(root ::= "a"{2,4})", {"aa", "aaa", "aaaa"}, {"", "a", "aaaaa"}},
+        {R"(root ::= "ab"{2})", {"abab"}, {"ab", "ababab", "aabb"}},
+        {R"(root ::= [a-c]{1,} "!")", {"a!", "abcabc!"}, {"!", "abd!"}},
+        {R"(root ::= [^a-z\n]+)", {"ABC", "12 3", "é☃"}, {"a", "A\n", ""}},
+        {R"(root ::= "\x41\u00e9\U0001F600\t\"")", {"Aé😀\t\""}, {"Ae😀\t\""}},
+        {R"(root ::= . "x")", {"ax", "☃x", "😀x"}, {"x", "aax"}},
+        // Left recursion and nullable rules, which a pushdown matcher without Earley's sets cannot take.
+        {"root ::= expr\nexpr ::= expr \"+\" num | num\nnum ::= [0-9]+", {"1", "1+2+33"}, {"+1", "1+", "1++2"}},
+        {"root ::= a b \"x\"\na ::= \"\" | \"a\"\nb ::= (\"b\")?", {"x", "ax", "bx", "abx"}, {"bax", "aax"}},
+        {"root ::= (\n  \"a\" |\n  \"b\"\n)+ # a comment\n", {"abba"}, {"abc"}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.grammar));
+        const Grammar g = parse_gbnf(c.grammar);
+        for (const auto& t : c.accept) {
+            CAPTURE(t);
+            CHECK(matches(g, t));
+        }
+        for (const auto& t : c.reject) {
+            CAPTURE(t);
+            CHECK_FALSE(matches(g, t));
+        }
+    }
+}
+
+TEST_CASE("earley: a byte is refused as soon as no sentence can follow, and rollback undoes bytes") {
+    const Grammar g = parse_gbnf(R"(root ::= "{" [a-z]* "}" | "é" "!")");
+    Recognizer r(g);
+    CHECK(r.feed("{ab"));
+    CHECK_FALSE(r.accepting());
+    CHECK_FALSE(r.feed(uint8_t('1')));  // refused, nothing changed
+    CHECK(r.size() == 3);
+    CHECK(r.feed(uint8_t('}')));
+    CHECK(r.accepting());
+    CHECK_FALSE(r.feed(uint8_t('}')));
+    r.rollback(4);
+    CHECK(r.size() == 0);
+    // Half a character: é is C3 A9; C3 A8 (è) is not in the grammar.
+    CHECK(r.feed(uint8_t(0xC3)));
+    CHECK_FALSE(r.accepting());
+    CHECK_FALSE(r.feed(uint8_t(0xA8)));
+    CHECK(r.feed(uint8_t(0xA9)));
+    CHECK(r.feed(uint8_t('!')));
+    CHECK(r.accepting());
+    r.rollback(2);  // back to half of é
+    CHECK(r.size() == 1);
+    CHECK(r.feed(std::string("\xA9!")));
+    CHECK(r.accepting());
+    // Bytes that are not UTF-8 never match: a lone continuation, an overlong lead.
+    Recognizer any(parse_gbnf("root ::= .*"));
+    CHECK_FALSE(any.feed(uint8_t(0x80)));
+    CHECK_FALSE(any.feed(uint8_t(0xC0)));
+    Recognizer copy = r;  // a fork goes on by itself
+    copy.rollback(1);
+    CHECK(copy.size() + 1 == r.size());
+    CHECK(r.accepting());
+}
+
+TEST_CASE("gbnf: groups nested too deep are an error, not a stack overflow") {
+    const std::string deep = "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
+    CHECK_THROWS_WITH_AS(parse_gbnf(deep), doctest::Contains("nested deeper"), GrammarError);
+    const std::string fine = "root ::= " + std::string(150, '(') + "\"a\"" + std::string(150, ')');
+    CHECK(matches(parse_gbnf(fine), "a"));
+    // A group is one symbol, so nested counts stay small; a long string copied many times does not.
+    CHECK_THROWS_WITH_AS(parse_gbnf("root ::= \"" + std::string(120, 'a') + "\"{9000}"),
+                         doctest::Contains("line 1, column 132: the repetitions expand to more than"), GrammarError);
+}
+
+TEST_CASE("gbnf: a bad grammar names the line and column of the problem") {
+    struct Case {
+        const char* grammar;
+        int line, column;
+        const char* says;
+    };
+    const Case cases[] = {
+        {"root ::= \"a\" b", 1, 14, "undefined rule 'b'"},
+        {"root ::= \"a\"\nroot ::= \"b\"", 2, 1, "defined twice"},
+        {"root ::= \"abc", 1, 14, "unterminated string"},
+        {"root ::= [a-", 1, 10, "unterminated character class"},
+        {"root ::= [z-a]", 1, 10, "ends before it starts"},
+        {"root = \"a\"", 1, 6, "expected '::='"},
+        {"root ::= (\"a\"", 1, 14, "expected ')'"},
+        {"root ::= \"a\"{3,1}", 1, 13, "below its minimum"},
+        {"root ::= *", 1, 10, "unexpected '*'"},
+        {"root ::= \"\\q\"", 1, 11, "unknown escape"},
+        {"root ::= \"\\xZZ\"", 1, 11, "hex digits"},
+        {"x ::= \"a\"", 0, 0, "no 'root' rule"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.grammar));
+        try {
+            parse_gbnf(c.grammar);
+            FAIL("compiled");
+        } catch (const GrammarError& e) {
+            CHECK(e.line() == c.line);
+            CHECK(e.column() == c.column);
+            CHECK(std::string(e.what()).find(c.says) != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("token mask: the trie walk allows exactly the tokens the recognizer takes whole") {
+    // A small vocabulary with shared prefixes, multi-byte characters split
+    // across tokens, and an empty (control) token.
+    const std::vector<std::string> vocab = {"{", "}", "{}", "a", "ab", "abc", "\xC3", "\xA9", "\xC3\xA9", "", "\"", "x}"};
+    const TokenTrie trie(vocab);
+    const Grammar g = parse_gbnf(R"(root ::= "{" ([a-b]+ | "é")? "}")");
+    Recognizer r(g);
+    std::vector<uint32_t> mask;
+    auto allowed = [&] {
+        trie.allowed(r, mask);
+        std::vector<std::string> out;
+        for (size_t t = 0; t < vocab.size(); ++t)
+            if (mask[t / 32] >> (t % 32) & 1u) out.push_back(vocab[t]);
+        return out;
+    };
+    CHECK(allowed() == std::vector<std::string>{"{", "{}"});
+    CHECK(r.size() == 0);  // left as it was
+    r.feed("{");
+    CHECK(allowed() == std::vector<std::string>{"}", "a", "ab", "\xC3", "\xC3\xA9"});
+    r.feed("\xC3");
+    CHECK(allowed() == std::vector<std::string>{"\xA9"});
+}
+
+TEST_CASE("token mask: on real vocabularies, each grammar's texts go through the masks token by token") {
+    const std::string dir = std::string(MINFER_SHARED_DIR) + "/grammars/";
+    const auto cases = boost::json::parse(read_file(dir + "cases.json")).as_object();
+    // Byte-level BPE: a text encodes alone as it would inside an output (a SentencePiece
+    // encoder would put its space in front of the first piece).
+    for (const std::string name : {"gpt-2", "deepseek-coder"}) {
+        CAPTURE(std::string(name));
+        const auto file = minfer::GGUFFile::open(std::string(MINFER_SHARED_DIR) + "/vocab/ggml-vocab-" + name + ".gguf");
+        const auto tok = minfer::Tokenizer::from_gguf(file);
+        std::vector<std::string> bytes(size_t(tok->vocab_size()));
+        for (int32_t i = 0; i < tok->vocab_size(); ++i) {
+            const auto type = tok->token_type(i);
+            if (type != minfer::TokenType::Control && type != minfer::TokenType::Unused) bytes[size_t(i)] = tok->token_to_piece(i);
+        }
+        const TokenTrie trie(bytes);
+        std::vector<uint32_t> mask;
+        int tokens_checked = 0, brute_checked = 0;
+        for (const auto& [file_name, c] : cases) {
+            CAPTURE(std::string(file_name));
+            const Grammar g = parse_gbnf(read_file(dir + std::string(file_name)));
+            for (const char* kind : {"accept", "reject"}) {
+                for (const auto& text : c.at(kind).as_array()) {
+                    const std::string t(text.as_string());
+                    CAPTURE(t);
+                    Recognizer r(g);
+                    bool ok = true;
+                    for (const int32_t id : tok->encode(t, false)) {
+                        trie.allowed(r, mask);
+                        const bool bit = mask[size_t(id) / 32] >> (id % 32) & 1u;
+                        // The walk says what feeding the token's bytes says.
+                        Recognizer probe = r;
+                        CHECK(bit == probe.feed(bytes[size_t(id)]));
+                        ++tokens_checked;
+                        if (!bit) {
+                            ok = false;
+                            break;
+                        }
+                        r.feed(bytes[size_t(id)]);
+                    }
+                    ok = ok && r.accepting();
+                    CHECK(ok == (std::string(kind) == "accept"));
+                    // Now and then, the whole mask against every token fed alone.
+                    if (brute_checked < 3 && r.size() > 0) {
+                        trie.allowed(r, mask);
+                        int mismatches = 0;
+                        for (int32_t id = 0; id < tok->vocab_size(); ++id) {
+                            Recognizer probe = r;
+                            const bool want = !bytes[size_t(id)].empty() && probe.feed(bytes[size_t(id)]);
+                            mismatches += want != bool(mask[size_t(id) / 32] >> (id % 32) & 1u);
+                        }
+                        CHECK(mismatches == 0);
+                        ++brute_checked;
+                    }
+                }
+            }
+        }
+        MESSAGE(name << ": " << trie.num_nodes() << " trie nodes, " << tokens_checked << " tokens through masks");
+    }
+}
