@@ -1,5 +1,7 @@
 #include "server/completion_json.h"
 
+#include "engine/grammar/gbnf.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -94,6 +96,19 @@ CompletionRequest parse_completion_request(const json::object& body, const Token
     return r;
 }
 
+namespace {
+
+// A request's GBNF grammar; a 400 that says where it is wrong.
+std::shared_ptr<const grammar::Grammar> compile_gbnf(std::string_view source, const std::string& field) {
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(source));
+    } catch (const grammar::GrammarError& e) {
+        bad(fmt::format("'{}': {}", field, e.what()));
+    }
+}
+
+}  // namespace
+
 GenerationOptions parse_generation_options(const json::object& body, bool chat,
                                            std::initializer_list<std::string_view> skip,
                                            std::vector<std::string>* ignored) {
@@ -170,8 +185,16 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
                     bad(fmt::format("'logit_bias' key '{}' is not a token id", std::string(id)));
                 sp.logit_bias.emplace_back(token, float(number(bias, "logit_bias")));
             }
+        } else if (k == "grammar" || k == "guided_grammar") {  // llama.cpp's and vLLM's GBNF
+            if (!v.is_string()) bad(fmt::format("'{}' must be a GBNF grammar (a string)", k));
+            o.grammar = compile_gbnf(v.get_string(), k);
+        } else if (k == "structured_outputs" && v.is_object() && v.as_object().size() == 1 &&
+                   v.as_object().contains("grammar")) {
+            const json::value& g = v.as_object().at("grammar");
+            if (!g.is_string()) bad("'structured_outputs.grammar' must be a GBNF grammar (a string)");
+            o.grammar = compile_gbnf(g.get_string(), "structured_outputs.grammar");
         } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
-                   k == "best_of" || k == "guided_json" || k == "guided_regex" || k == "guided_grammar" ||
+                   k == "best_of" || k == "guided_json" || k == "guided_regex" ||
                    k == "guided_choice" || k == "structured_outputs" || k == "parallel_tool_calls" ||
                    k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
                    k == "prediction") {

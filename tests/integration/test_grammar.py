@@ -25,3 +25,21 @@ def test_sampled_texts_follow_the_grammar():
 def test_without_a_grammar_the_text_is_free():
     out = run_json("-p", "The day was", "--temp", "0", "-n", 12)
     assert not DATE.fullmatch(out["text"][len("The day was"):])
+
+
+def test_server_grammar_fields():
+    from minfer_server import Server
+    date = (SHARED / "grammars" / "date.gbnf").read_text()
+    with Server() as s:
+        for body in [{"grammar": date}, {"guided_grammar": date}, {"structured_outputs": {"grammar": date}}]:
+            status, _, data = s.request("POST", "/v1/completions", {"prompt": "The day was", "max_tokens": 30, "n": 4,
+                                                                  "temperature": 1.5, "seed": 3, **body})
+            assert status == 200, data
+            for choice in json.loads(data)["choices"]:
+                assert DATE.fullmatch(choice["text"]) and choice["finish_reason"] == "stop", choice
+        status, _, data = s.request("POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "A date?"}], "max_tokens": 30, "grammar": date})
+        assert status == 200 and DATE.fullmatch(json.loads(data)["choices"][0]["message"]["content"]), data
+        status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "grammar": 'root ::= "x" y'})
+        err = json.loads(data)["error"]
+        assert status == 400 and err["message"] == "'grammar': line 1, column 14: undefined rule 'y'", data
