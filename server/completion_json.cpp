@@ -1,5 +1,6 @@
 #include "server/completion_json.h"
 
+#include "engine/grammar/builtin.h"
 #include "engine/grammar/gbnf.h"
 
 #include <fmt/format.h>
@@ -107,6 +108,29 @@ std::shared_ptr<const grammar::Grammar> compile_gbnf(std::string_view source, co
     }
 }
 
+// A list of strings of which the output must be one.
+std::shared_ptr<const grammar::Grammar> compile_choice(const json::value& v, const std::string& field) {
+    std::vector<std::string> choices;
+    if (v.is_array())
+        for (const json::value& c : v.as_array()) {
+            if (!c.is_string()) break;
+            choices.emplace_back(c.get_string());
+        }
+    if (!v.is_array() || choices.empty() || choices.size() != v.as_array().size())
+        bad(fmt::format("'{}' must be a non-empty array of strings", field));
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::choice_grammar(choices));
+    } catch (const grammar::GrammarError& e) {
+        bad(fmt::format("'{}': {}", field, e.what()));
+    }
+}
+
+// Any JSON object, compiled once.
+std::shared_ptr<const grammar::Grammar> json_object() {
+    static const auto g = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
+    return g;
+}
+
 }  // namespace
 
 GenerationOptions parse_generation_options(const json::object& body, bool chat,
@@ -188,14 +212,23 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
         } else if (k == "grammar" || k == "guided_grammar") {  // llama.cpp's and vLLM's GBNF
             if (!v.is_string()) bad(fmt::format("'{}' must be a GBNF grammar (a string)", k));
             o.grammar = compile_gbnf(v.get_string(), k);
+        } else if (k == "guided_choice") {
+            o.grammar = compile_choice(v, k);
         } else if (k == "structured_outputs" && v.is_object() && v.as_object().size() == 1 &&
-                   v.as_object().contains("grammar")) {
-            const json::value& g = v.as_object().at("grammar");
-            if (!g.is_string()) bad("'structured_outputs.grammar' must be a GBNF grammar (a string)");
-            o.grammar = compile_gbnf(g.get_string(), "structured_outputs.grammar");
+                   (v.as_object().contains("grammar") || v.as_object().contains("choice"))) {
+            const json::object& so = v.as_object();
+            if (so.contains("choice")) {
+                o.grammar = compile_choice(so.at("choice"), "structured_outputs.choice");
+            } else {
+                if (!so.at("grammar").is_string()) bad("'structured_outputs.grammar' must be a GBNF grammar (a string)");
+                o.grammar = compile_gbnf(so.at("grammar").get_string(), "structured_outputs.grammar");
+            }
+        } else if (k == "response_format" && v.is_object() && v.as_object().contains("type") &&
+                   (v.as_object().at("type") == "text" || v.as_object().at("type") == "json_object")) {
+            if (v.as_object().at("type") == "json_object") o.grammar = json_object();
         } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
                    k == "best_of" || k == "guided_json" || k == "guided_regex" ||
-                   k == "guided_choice" || k == "structured_outputs" || k == "parallel_tool_calls" ||
+                   k == "structured_outputs" || k == "parallel_tool_calls" ||
                    k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
                    k == "prediction") {
             bad(fmt::format("'{}' is not supported yet", k));

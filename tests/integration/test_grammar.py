@@ -40,6 +40,20 @@ def test_server_grammar_fields():
         status, _, data = s.request("POST", "/v1/chat/completions", {
             "messages": [{"role": "user", "content": "A date?"}], "max_tokens": 30, "grammar": date})
         assert status == 200 and DATE.fullmatch(json.loads(data)["choices"][0]["message"]["content"]), data
+        # Any JSON object; one of a list of strings.
+        for seed in range(4):
+            status, _, data = s.request("POST", "/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 200, "temperature": 1.0,
+                "seed": seed, "response_format": {"type": "json_object"}})
+            choice = json.loads(data)["choices"][0]
+            assert choice["message"]["content"].startswith("{"), choice  # (the engine test checks whole texts)
+            if choice["finish_reason"] == "stop":
+                assert isinstance(json.loads(choice["message"]["content"]), dict), choice
+        for body in [{"guided_choice": ["cat", "dog", "a bird"]}, {"structured_outputs": {"choice": ["cat", "dog", "a bird"]}}]:
+            status, _, data = s.request("POST", "/v1/completions", {"prompt": "Pet:", "max_tokens": 10, "n": 6,
+                                                                  "temperature": 2.0, "seed": 1, **body})
+            assert status == 200, data
+            assert {c["text"] for c in json.loads(data)["choices"]} <= {"cat", "dog", "a bird"}
         status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "grammar": 'root ::= "x" y'})
         err = json.loads(data)["error"]
         assert status == 400 and err["message"] == "'grammar': line 1, column 14: undefined rule 'y'", data

@@ -120,7 +120,9 @@ def test_tokenize_detokenize_models_health_ready_metrics(server):
     ({"prompt": "a", "logprobs": 99}, 400, "logprobs"),
     ({"prompt": "a", "max_tokens": 100000}, 400, "maximum context length"),
     ({"prompt": "a " * 600, "max_tokens": 1}, 400, "maximum context length"),
-    ({"prompt": "a", "response_format": {"type": "json_object"}}, 400, "not supported yet"),
+    ({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, 400, "not supported yet"),
+    ({"prompt": "a", "guided_choice": []}, 400, "'guided_choice' must be a non-empty array of strings"),
+    ({"prompt": "a", "guided_choice": ["a", 1]}, 400, "'guided_choice' must be a non-empty array of strings"),
     ({"prompt": "a", "stream": "yes"}, 400, "stream"),
     ({"prompt": "a", "model": "gpt-4"}, 404, "does not exist"),
 ])

@@ -4,6 +4,7 @@
 // requests of the same batch come out bit for bit as they do without it.
 #include "engine_test_fixture.h"
 
+#include "engine/grammar/builtin.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
 
@@ -22,6 +23,7 @@ TEST_CASE("engine: grammar-constrained samples follow their grammar; the rest of
     // stories260K's pieces begin with a space: words, then a full stop, or a number list.
     auto words = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= (" " [a-z]+){3,6} ".")"));
     auto numbers = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= " " [0-9]{1,3} (", " [0-9]{1,3})*)"));
+    auto json = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
     std::mt19937 rng(3);
     std::vector<Job> plain, mixed;
     for (int i = 0; i < 6; ++i) {
@@ -34,15 +36,15 @@ TEST_CASE("engine: grammar-constrained samples follow their grammar; the rest of
         plain.push_back(j);
     }
     mixed = plain;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
         Job j;
         j.prompt = random_prompt(rng, 7);
-        j.options.max_tokens = 40;
+        j.options.max_tokens = i >= 4 ? 120 : 40;
         j.options.sampling.temperature = i == 0 ? 0.0f : 1.0f;
         j.options.has_seed = true;
         j.options.sampling.seed = 7 + i;
         j.options.n = i == 3 ? 3 : 1;  // forks carry the grammar state
-        j.options.grammar = i % 2 ? numbers : words;
+        j.options.grammar = i >= 4 ? json : i % 2 ? numbers : words;
         mixed.push_back(j);
     }
     const auto alone = run(plain, small_config());

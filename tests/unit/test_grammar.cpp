@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/grammar/builtin.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
 #include "engine/grammar/token_mask.h"
@@ -252,4 +253,23 @@ TEST_CASE("token mask: on real vocabularies, each grammar's texts go through the
         MESSAGE(name << ": " << trie.num_nodes() << " trie nodes, " << tokens_checked << " tokens through masks; mask "
                      << mask_us[mask_us.size() / 2] << " us p50, " << mask_us.back() << " us max");
     }
+}
+
+TEST_CASE("builtin grammars: any JSON object, and a choice among strings") {
+    const Grammar json = json_object_grammar();
+    for (const char* ok : {"{}", R"({"a": 1, "b": [true, false, null, -0.5e+3, "x\n\u00e9"], "c": {"d": {}}})",
+                           "{ \"a\" :\n\t1 }", R"({"é☃": "😀"})"})
+        CHECK_MESSAGE(matches(json, ok), ok);
+    for (const char* no : {"", "[]", "1", R"({"a": 01})", R"({"a": 1,})", R"({'a': 1})", R"({"a": tru})",
+                           "{\"a\": \"\x01\"}", R"({"a": 1} )", R"({"a" 1})"})
+        CHECK_MESSAGE(!matches(json, no), no);
+    // Whitespace is bounded: a run longer than 20 characters cannot come.
+    Recognizer r(json);
+    CHECK(r.feed("{" + std::string(20, ' ')));
+    CHECK_FALSE(r.feed(uint8_t(' ')));
+
+    const Grammar choice = choice_grammar({"yes", "no", "not sure", "say \"why\"\\", "é"});
+    for (const char* ok : {"yes", "no", "not sure", "say \"why\"\\", "é"}) CHECK_MESSAGE(matches(choice, ok), ok);
+    for (const char* no : {"", "ye", "yess", "not", "noo", "e"}) CHECK_MESSAGE(!matches(choice, no), no);
+    CHECK_THROWS_AS(choice_grammar({}), GrammarError);
 }
