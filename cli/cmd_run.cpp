@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/regex.h"
 #include "engine/text/chat/chat_template.h"
 #include "engine/text/chat_prompt.h"
 #include "cli/cli_common.h"
@@ -73,6 +74,7 @@ int cmd_run(int argc, char** argv) {
         ("seed", "random seed (default: a random one)", cxxopts::value<uint64_t>())
         ("ignore-eos", "keep generating past end-of-generation tokens")
         ("grammar-file", "FILE: a GBNF grammar (llama.cpp's format) the generated text must follow", cxxopts::value<std::string>())
+        ("regex", "a regular expression (ECMAScript) the whole generated text must match", cxxopts::value<std::string>())
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"));
@@ -120,7 +122,15 @@ int cmd_run(int argc, char** argv) {
         throw UsageError("--system and --chat-template need --chat");
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
     std::shared_ptr<const grammar::Grammar> grammar;
+    if (args.count("grammar-file") && args.count("regex")) throw UsageError("--grammar-file and --regex: one constraint at a time");
     if (args.count("grammar-file")) grammar = grammar_from_file(args["grammar-file"].as<std::string>());
+    if (args.count("regex")) {
+        try {
+            grammar = std::make_shared<const grammar::Grammar>(grammar::regex_grammar(args["regex"].as<std::string>()));
+        } catch (const grammar::GrammarError& e) {
+            throw UsageError(std::string("--regex: ") + e.what());
+        }
+    }
     const auto vocabulary = grammar ? token_vocabulary(*tokenizer) : nullptr;
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;

@@ -2,6 +2,7 @@
 
 #include "engine/grammar/builtin.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/regex.h"
 
 #include <fmt/format.h>
 
@@ -125,6 +126,16 @@ std::shared_ptr<const grammar::Grammar> compile_choice(const json::value& v, con
     }
 }
 
+// A regular expression the whole output must match.
+std::shared_ptr<const grammar::Grammar> compile_regex(const json::value& v, const std::string& field) {
+    if (!v.is_string()) bad(fmt::format("'{}' must be a regular expression (a string)", field));
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::regex_grammar(v.get_string()));
+    } catch (const grammar::GrammarError& e) {
+        bad(fmt::format("'{}': {}", field, e.what()));
+    }
+}
+
 // Any JSON object, compiled once.
 std::shared_ptr<const grammar::Grammar> json_object() {
     static const auto g = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
@@ -214,11 +225,16 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
             o.grammar = compile_gbnf(v.get_string(), k);
         } else if (k == "guided_choice") {
             o.grammar = compile_choice(v, k);
+        } else if (k == "guided_regex") {
+            o.grammar = compile_regex(v, k);
         } else if (k == "structured_outputs" && v.is_object() && v.as_object().size() == 1 &&
-                   (v.as_object().contains("grammar") || v.as_object().contains("choice"))) {
+                   (v.as_object().contains("grammar") || v.as_object().contains("choice") ||
+                    v.as_object().contains("regex"))) {
             const json::object& so = v.as_object();
             if (so.contains("choice")) {
                 o.grammar = compile_choice(so.at("choice"), "structured_outputs.choice");
+            } else if (so.contains("regex")) {
+                o.grammar = compile_regex(so.at("regex"), "structured_outputs.regex");
             } else {
                 if (!so.at("grammar").is_string()) bad("'structured_outputs.grammar' must be a GBNF grammar (a string)");
                 o.grammar = compile_gbnf(so.at("grammar").get_string(), "structured_outputs.grammar");
@@ -227,7 +243,7 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
                    (v.as_object().at("type") == "text" || v.as_object().at("type") == "json_object")) {
             if (v.as_object().at("type") == "json_object") o.grammar = json_object();
         } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
-                   k == "best_of" || k == "guided_json" || k == "guided_regex" ||
+                   k == "best_of" || k == "guided_json" ||
                    k == "structured_outputs" || k == "parallel_tool_calls" ||
                    k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
                    k == "prediction") {

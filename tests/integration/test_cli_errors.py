@@ -81,3 +81,5 @@ def test_bad_grammar_files(tmp_path):
     bad = tmp_path / "bad.gbnf"
     bad.write_text('root ::= item\nitem ::= "a" (\n')
     assert_clean_failure(run_minfer("run", "--grammar-file", bad, check=False), "bad.gbnf", "line 3, column 1", "expected ')'")
+    assert_clean_failure(run_minfer("run", "--regex", "(a", check=False), "--regex: line 1, column 3: expected ')'")
+    assert_clean_failure(run_minfer("run", "--regex", "a", "--grammar-file", bad, check=False), "one constraint at a time")

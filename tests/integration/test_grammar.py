@@ -22,6 +22,11 @@ def test_sampled_texts_follow_the_grammar():
         assert out["finish_reason"] == "stop", out  # the date is whole: nothing can follow
 
 
+def test_run_regex():
+    out = run_json("-p", "The day was", "--regex", r"\d{4}-\d{2}", "--temp", "1", "--seed", 5, "-n", 20)
+    assert re.fullmatch(r"\d{4}-\d{2}", out["text"][len("The day was"):]) and out["finish_reason"] == "stop", out
+
+
 def test_without_a_grammar_the_text_is_free():
     out = run_json("-p", "The day was", "--temp", "0", "-n", 12)
     assert not DATE.fullmatch(out["text"][len("The day was"):])
@@ -54,6 +59,14 @@ def test_server_grammar_fields():
                                                                   "temperature": 2.0, "seed": 1, **body})
             assert status == 200, data
             assert {c["text"] for c in json.loads(data)["choices"]} <= {"cat", "dog", "a bird"}
+        for body in [{"guided_regex": r"[A-Z][a-z]{2,8}!"}, {"structured_outputs": {"regex": r"[A-Z][a-z]{2,8}!"}}]:
+            status, _, data = s.request("POST", "/v1/completions", {"prompt": "Name:", "max_tokens": 20, "n": 4,
+                                                                  "temperature": 1.5, "seed": 2, **body})
+            assert status == 200, data
+            for c in json.loads(data)["choices"]:
+                assert re.fullmatch(r"[A-Z][a-z]{2,8}!", c["text"]) and c["finish_reason"] == "stop", c
+        status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "guided_regex": "a(?=b)"})
+        assert status == 400 and "'guided_regex': line 1, column 3: lookaround" in json.loads(data)["error"]["message"], data
         status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "grammar": 'root ::= "x" y'})
         err = json.loads(data)["error"]
         assert status == 400 and err["message"] == "'grammar': line 1, column 14: undefined rule 'y'", data

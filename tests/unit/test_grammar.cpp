@@ -15,6 +15,7 @@
 #include "engine/grammar/builtin.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/regex.h"
 #include "engine/grammar/token_mask.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"
@@ -272,4 +273,53 @@ TEST_CASE("builtin grammars: any JSON object, and a choice among strings") {
     for (const char* ok : {"yes", "no", "not sure", "say \"why\"\\", "é"}) CHECK_MESSAGE(matches(choice, ok), ok);
     for (const char* no : {"", "ye", "yess", "not", "noo", "e"}) CHECK_MESSAGE(!matches(choice, no), no);
     CHECK_THROWS_AS(choice_grammar({}), GrammarError);
+}
+
+TEST_CASE("regex: the ECMAScript subset of JSON Schema's pattern, matched whole") {
+    struct Case {
+        const char* pattern;
+        std::vector<std::string> accept, reject;
+    };
+    const Case cases[] = {
+        {R"(^\d{3}-\d{4}$)", {"555-1234"}, {"5551234", "555-123", "a55-1234", "555-12345"}},
+        {R"([A-Z][a-z]+(?: [A-Z][a-z]+)*)", {"Ada", "Ada Lovelace"}, {"ada", "Ada lovelace", "Ada  Lovelace"}},
+        {R"(colou?r|gr(a|e)y)", {"color", "colour", "gray", "grey"}, {"colr", "graey", ""}},
+        {R"(\w+@\w+\.(com|org))", {"a_1@x.com", "me@site.org"}, {"@x.com", "a@x.net", "a@x_com"}},
+        {R"([^\s,]+(,[^\s,]+)*)", {"a,b,c", "é,☃"}, {"a, b", ",a", "a,"}},
+        {R"(\u00e9\x41\u{1F600}\.\*)", {"éA😀.*"}, {"éA😀a*"}},
+        {R"(a.c)", {"abc", "a☃c"}, {"a\nc", "ac"}},
+        {R"((ab){2,3}?x)", {"ababx", "abababx"}, {"abx", "ababababx"}},
+        {R"(|a)", {"", "a"}, {"aa"}},
+        {R"([-a-c\]]+)", {"-", "a]b", "c-"}, {"d", "["}},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(std::string(c.pattern));
+        const Grammar g = regex_grammar(c.pattern);
+        for (const auto& t : c.accept) {
+            CAPTURE(t);
+            CHECK(matches(g, t));
+        }
+        for (const auto& t : c.reject) {
+            CAPTURE(t);
+            CHECK_FALSE(matches(g, t));
+        }
+    }
+    struct Bad {
+        const char* pattern;
+        int column;
+        const char* says;
+    };
+    const Bad bad[] = {{R"(a(b)\1)", 5, "backreferences"}, {R"(a(?=b))", 3, "lookaround"}, {R"((ab)", 4, "expected ')'"},
+                       {R"(ab))", 3, "unmatched ')'"},   {R"(*a)", 1, "nothing to repeat"}, {R"([b-a])", 5, "ends before"},
+                       {R"(a**)", 3, "after a quantifier"}, {R"(a^b)", 2, "only at the start"}, {R"(\q)", 1, "unknown escape"}};
+    for (const auto& b : bad) {
+        CAPTURE(std::string(b.pattern));
+        try {
+            regex_grammar(b.pattern);
+            FAIL("compiled");
+        } catch (const GrammarError& e) {
+            CHECK(e.column() == b.column);
+            CHECK(std::string(e.what()).find(b.says) != std::string::npos);
+        }
+    }
 }
