@@ -13,6 +13,21 @@ GrammarError::GrammarError(int line, int column, const std::string& message)
       line_(line),
       column_(column) {}
 
+int32_t next_code_point(std::string_view text, size_t& pos) {
+    if (pos >= text.size()) return -1;
+    const uint8_t c = uint8_t(text[pos]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || pos + size_t(len) > text.size()) return -1;
+    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (int i = 1; i < len; ++i) {
+        const uint8_t b = uint8_t(text[pos + size_t(i)]);
+        if ((b & 0xC0) != 0x80) return -1;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    pos += size_t(len);
+    return int32_t(cp);
+}
+
 bool CharClass::contains(uint32_t cp) const { return intersects(cp, cp); }
 
 bool CharClass::intersects(uint32_t lo, uint32_t hi) const {
@@ -266,17 +281,9 @@ private:
                 default: fail(std::string("unknown escape '\\") + e + "'", pos_ - 2);
             }
         }
-        const size_t start = pos_;
-        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (len == 0 || pos_ + size_t(len) > src_.size()) fail("invalid UTF-8");
-        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-        for (int i = 1; i < len; ++i) {
-            const uint8_t b = uint8_t(src_[pos_ + size_t(i)]);
-            if ((b & 0xC0) != 0x80) fail("invalid UTF-8", start);
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        pos_ += size_t(len);
-        return cp;
+        const int32_t cp = next_code_point(src_, pos_);
+        if (cp < 0) fail("invalid UTF-8");
+        return uint32_t(cp);
     }
     uint32_t parse_hex(int digits) {
         const size_t start = pos_ - 2;

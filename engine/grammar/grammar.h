@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,10 @@ struct Grammar {
     std::vector<CharClass> classes;
     int32_t root = -1;
 };
+
+// The code point whose UTF-8 encoding starts at text[pos], advancing pos past
+// it; -1 (pos unchanged) if the bytes there are not UTF-8.
+int32_t next_code_point(std::string_view text, size_t& pos);
 
 // A grammar that cannot be compiled: where (1-based line and column of the
 // source, 0 if none) and why.

@@ -174,17 +174,9 @@ private:
     }
 
     uint32_t utf8() {
-        const uint8_t c = uint8_t(re_[pos_]);
-        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (len == 0 || pos_ + size_t(len) > re_.size()) fail("invalid UTF-8");
-        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-        for (int i = 1; i < len; ++i) {
-            const uint8_t b = uint8_t(re_[pos_ + size_t(i)]);
-            if ((b & 0xC0) != 0x80) fail("invalid UTF-8");
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        pos_ += size_t(len);
-        return cp;
+        const int32_t cp = next_code_point(re_, pos_);
+        if (cp < 0) fail("invalid UTF-8");
+        return uint32_t(cp);
     }
 
     std::string char_class() {

@@ -37,6 +37,25 @@ bool matches(const Grammar& g, const std::string& text) {
     return r.feed(text) && r.accepting();
 }
 
+// A grammar's source (GBNF or a pattern), the texts it must match and those it must not.
+struct Case {
+    const char* source;
+    std::vector<std::string> accept, reject;
+};
+
+void check_cases(const Case& c, Grammar (*compile)(std::string_view)) {
+    CAPTURE(std::string(c.source));
+    const Grammar g = compile(c.source);
+    for (const auto& t : c.accept) {
+        CAPTURE(t);
+        CHECK(matches(g, t));
+    }
+    for (const auto& t : c.reject) {
+        CAPTURE(t);
+        CHECK_FALSE(matches(g, t));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("gbnf: every grammar in ../shared/grammars accepts and rejects its cases") {
@@ -62,10 +81,6 @@ TEST_CASE("gbnf: every grammar in ../shared/grammars accepts and rejects its cas
 }
 
 TEST_CASE("gbnf: repetition, classes, escapes and recursion") {
-    struct Case {
-        const char* grammar;
-        std::vector<std::string> accept, reject;
-    };
     const Case cases[] = {
         {R"(root ::= "a"{2,4})", {"aa", "aaa", "aaaa"}, {"", "a", "aaaaa"}},
         {R"(root ::= "ab"{2})", {"abab"}, {"ab", "ababab", "aabb"}},
@@ -78,18 +93,7 @@ TEST_CASE("gbnf: repetition, classes, escapes and recursion") {
         {"root ::= a b \"x\"\na ::= \"\" | \"a\"\nb ::= (\"b\")?", {"x", "ax", "bx", "abx"}, {"bax", "aax"}},
         {"root ::= (\n  \"a\" |\n  \"b\"\n)+ # a comment\n", {"abba"}, {"abc"}},
     };
-    for (const auto& c : cases) {
-        CAPTURE(std::string(c.grammar));
-        const Grammar g = parse_gbnf(c.grammar);
-        for (const auto& t : c.accept) {
-            CAPTURE(t);
-            CHECK(matches(g, t));
-        }
-        for (const auto& t : c.reject) {
-            CAPTURE(t);
-            CHECK_FALSE(matches(g, t));
-        }
-    }
+    for (const auto& c : cases) check_cases(c, parse_gbnf);
 }
 
 TEST_CASE("earley: a byte is refused as soon as no sentence can follow, and rollback undoes bytes") {
@@ -276,10 +280,6 @@ TEST_CASE("builtin grammars: any JSON object, and a choice among strings") {
 }
 
 TEST_CASE("regex: the ECMAScript subset of JSON Schema's pattern, matched whole") {
-    struct Case {
-        const char* pattern;
-        std::vector<std::string> accept, reject;
-    };
     const Case cases[] = {
         {R"(^\d{3}-\d{4}$)", {"555-1234"}, {"5551234", "555-123", "a55-1234", "555-12345"}},
         {R"([A-Z][a-z]+(?: [A-Z][a-z]+)*)", {"Ada", "Ada Lovelace"}, {"ada", "Ada lovelace", "Ada  Lovelace"}},
@@ -292,18 +292,7 @@ TEST_CASE("regex: the ECMAScript subset of JSON Schema's pattern, matched whole"
         {R"(|a)", {"", "a"}, {"aa"}},
         {R"([-a-c\]]+)", {"-", "a]b", "c-"}, {"d", "["}},
     };
-    for (const auto& c : cases) {
-        CAPTURE(std::string(c.pattern));
-        const Grammar g = regex_grammar(c.pattern);
-        for (const auto& t : c.accept) {
-            CAPTURE(t);
-            CHECK(matches(g, t));
-        }
-        for (const auto& t : c.reject) {
-            CAPTURE(t);
-            CHECK_FALSE(matches(g, t));
-        }
-    }
+    for (const auto& c : cases) check_cases(c, regex_grammar);
     struct Bad {
         const char* pattern;
         int column;
