@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex.h"
 #include "engine/text/chat/chat_template.h"
 #include "engine/text/chat_prompt.h"
@@ -50,6 +51,22 @@ std::shared_ptr<const grammar::Grammar> grammar_from_file(const std::string& pat
     }
 }
 
+// A JSON Schema file, compiled.
+std::shared_ptr<const grammar::Grammar> schema_from_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError("--json-schema: cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    boost::system::error_code ec;
+    const boost::json::value schema = boost::json::parse(text.str(), ec);
+    if (ec) throw UsageError("--json-schema " + path + ": not valid JSON (" + ec.message() + ")");
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema));
+    } catch (const grammar::GrammarError& e) {
+        throw UsageError("--json-schema " + path + ": " + e.what());
+    }
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
@@ -75,6 +92,7 @@ int cmd_run(int argc, char** argv) {
         ("ignore-eos", "keep generating past end-of-generation tokens")
         ("grammar-file", "FILE: a GBNF grammar (llama.cpp's format) the generated text must follow", cxxopts::value<std::string>())
         ("regex", "a regular expression (ECMAScript) the whole generated text must match", cxxopts::value<std::string>())
+        ("json-schema", "FILE: a JSON Schema the generated text must validate against", cxxopts::value<std::string>())
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"));
@@ -122,7 +140,9 @@ int cmd_run(int argc, char** argv) {
         throw UsageError("--system and --chat-template need --chat");
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
     std::shared_ptr<const grammar::Grammar> grammar;
-    if (args.count("grammar-file") && args.count("regex")) throw UsageError("--grammar-file and --regex: one constraint at a time");
+    if (args.count("grammar-file") + args.count("regex") + args.count("json-schema") > 1)
+        throw UsageError("--grammar-file, --regex and --json-schema: one constraint at a time");
+    if (args.count("json-schema")) grammar = schema_from_file(args["json-schema"].as<std::string>());
     if (args.count("grammar-file")) grammar = grammar_from_file(args["grammar-file"].as<std::string>());
     if (args.count("regex")) {
         try {

@@ -2,6 +2,7 @@
 
 #include "engine/grammar/builtin.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex.h"
 
 #include <fmt/format.h>
@@ -136,6 +137,40 @@ std::shared_ptr<const grammar::Grammar> compile_regex(const json::value& v, cons
     }
 }
 
+// A JSON Schema (an object, or a string holding one) the output must validate against.
+std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, const std::string& field) {
+    json::value schema = v;
+    if (v.is_string()) {
+        boost::system::error_code ec;
+        schema = json::parse(v.get_string(), ec);
+        if (ec) bad(fmt::format("'{}' is not valid JSON", field));
+    }
+    if (!schema.is_object() && !schema.is_bool()) bad(fmt::format("'{}' must be a JSON Schema (an object)", field));
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema));
+    } catch (const grammar::GrammarError& e) {
+        bad(fmt::format("'{}': {}", field, e.what()));
+    }
+}
+
+std::shared_ptr<const grammar::Grammar> json_object();
+
+// OpenAI's response_format: text, json_object, or json_schema {name, schema, strict}.
+std::shared_ptr<const grammar::Grammar> response_format(const json::value& v) {
+    const json::object* o = v.if_object();
+    const json::value* type = o ? o->if_contains("type") : nullptr;
+    if (!type || !type->is_string()) bad("'response_format' must be an object with a 'type'");
+    if (*type == "text") return nullptr;
+    if (*type == "json_object") return json_object();
+    if (*type == "json_schema") {
+        const json::value* js = o->if_contains("json_schema");
+        if (!js || !js->is_object() || !js->as_object().contains("schema"))
+            bad("'response_format' json_schema needs 'json_schema': {'name', 'schema'}");
+        return compile_schema(js->as_object().at("schema"), "response_format.json_schema.schema");
+    }
+    bad("'response_format' type must be text, json_object or json_schema");
+}
+
 // Any JSON object, compiled once.
 std::shared_ptr<const grammar::Grammar> json_object() {
     static const auto g = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
@@ -227,11 +262,15 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
             o.grammar = compile_choice(v, k);
         } else if (k == "guided_regex") {
             o.grammar = compile_regex(v, k);
+        } else if (k == "guided_json" || k == "json_schema") {  // vLLM's, llama.cpp's
+            o.grammar = compile_schema(v, k);
         } else if (k == "structured_outputs" && v.is_object() && v.as_object().size() == 1 &&
                    (v.as_object().contains("grammar") || v.as_object().contains("choice") ||
-                    v.as_object().contains("regex"))) {
+                    v.as_object().contains("regex") || v.as_object().contains("json"))) {
             const json::object& so = v.as_object();
-            if (so.contains("choice")) {
+            if (so.contains("json")) {
+                o.grammar = compile_schema(so.at("json"), "structured_outputs.json");
+            } else if (so.contains("choice")) {
                 o.grammar = compile_choice(so.at("choice"), "structured_outputs.choice");
             } else if (so.contains("regex")) {
                 o.grammar = compile_regex(so.at("regex"), "structured_outputs.regex");
@@ -239,11 +278,10 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
                 if (!so.at("grammar").is_string()) bad("'structured_outputs.grammar' must be a GBNF grammar (a string)");
                 o.grammar = compile_gbnf(so.at("grammar").get_string(), "structured_outputs.grammar");
             }
-        } else if (k == "response_format" && v.is_object() && v.as_object().contains("type") &&
-                   (v.as_object().at("type") == "text" || v.as_object().at("type") == "json_object")) {
-            if (v.as_object().at("type") == "json_object") o.grammar = json_object();
+        } else if (k == "response_format") {
+            o.grammar = response_format(v);
         } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
-                   k == "best_of" || k == "guided_json" ||
+                   k == "best_of" ||
                    k == "structured_outputs" || k == "parallel_tool_calls" ||
                    k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
                    k == "prediction") {

@@ -14,7 +14,7 @@ object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws
 array  ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
 number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-ws     ::= [ \t\n\r]{0,20}
+ws     ::= ( " " | "\n" [ \t]{0,20} )?
 )";
     return parse_gbnf(kJson);
 }

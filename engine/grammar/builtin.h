@@ -10,8 +10,9 @@
 
 namespace minfer::grammar {
 
-// Any JSON object (RFC 8259), whitespace between tokens up to 20 characters
-// (so that whitespace cannot run on forever), nothing after the closing brace.
+// Any JSON object (RFC 8259); between tokens nothing, a space, or a line break
+// and up to 20 spaces or tabs (so that whitespace cannot run on forever);
+// nothing after the closing brace.
 Grammar json_object_grammar();
 
 // Exactly one of the strings (at least one; they may share prefixes).

@@ -83,3 +83,8 @@ def test_bad_grammar_files(tmp_path):
     assert_clean_failure(run_minfer("run", "--grammar-file", bad, check=False), "bad.gbnf", "line 3, column 1", "expected ')'")
     assert_clean_failure(run_minfer("run", "--regex", "(a", check=False), "--regex: line 1, column 3: expected ')'")
     assert_clean_failure(run_minfer("run", "--regex", "a", "--grammar-file", bad, check=False), "one constraint at a time")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "integer", "minimum": 3}')
+    assert_clean_failure(run_minfer("run", "--json-schema", schema, check=False), "schema.json", "'minimum' is not supported yet")
+    schema.write_text('{"type": ')
+    assert_clean_failure(run_minfer("run", "--json-schema", schema, check=False), "not valid JSON")

@@ -4,6 +4,8 @@ whatever the sampling, and ends when the grammar does (the grammars are
 import json
 import re
 
+import jsonschema
+
 from conftest import MODEL, SHARED, run_minfer
 
 DATE = re.compile(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")
@@ -67,6 +69,22 @@ def test_server_grammar_fields():
                 assert re.fullmatch(r"[A-Z][a-z]{2,8}!", c["text"]) and c["finish_reason"] == "stop", c
         status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "guided_regex": "a(?=b)"})
         assert status == 400 and "'guided_regex': line 1, column 3: lookaround" in json.loads(data)["error"]["message"], data
+        # A JSON Schema, in each of the forms the APIs have: every output that ends validates.
+        schema = {"type": "object", "properties": {"animal": {"enum": ["cat", "dog"]}, "legs": {"type": "integer"},
+                                                   "name": {"type": "string", "maxLength": 5}},
+                  "required": ["animal", "legs"], "additionalProperties": False}
+        ended = 0
+        for body in [{"response_format": {"type": "json_schema", "json_schema": {"name": "pet", "schema": schema}}},
+                     {"guided_json": schema}, {"json_schema": schema}, {"structured_outputs": {"json": json.dumps(schema)}}]:
+            status, _, data = s.request("POST", "/v1/completions", {"prompt": "Pet:", "max_tokens": 60, "n": 4,
+                                                                  "temperature": 1.0, "seed": 4, **body})
+            assert status == 200, data
+            for c in json.loads(data)["choices"]:
+                assert c["text"].lstrip().startswith("{"), c
+                if c["finish_reason"] == "stop":
+                    jsonschema.validate(json.loads(c["text"]), schema)
+                    ended += 1
+        assert ended >= 4, ended
         status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "grammar": 'root ::= "x" y'})
         err = json.loads(data)["error"]
         assert status == 400 and err["message"] == "'grammar': line 1, column 14: undefined rule 'y'", data

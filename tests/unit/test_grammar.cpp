@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "engine/grammar/builtin.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_mask.h"
 #include "engine/gguf/gguf.h"
@@ -268,10 +271,12 @@ TEST_CASE("builtin grammars: any JSON object, and a choice among strings") {
     for (const char* no : {"", "[]", "1", R"({"a": 01})", R"({"a": 1,})", R"({'a': 1})", R"({"a": tru})",
                            "{\"a\": \"\x01\"}", R"({"a": 1} )", R"({"a" 1})"})
         CHECK_MESSAGE(!matches(json, no), no);
-    // Whitespace is bounded: a run longer than 20 characters cannot come.
+    // Whitespace is bounded: a space, or a line break and at most 20 spaces or tabs.
     Recognizer r(json);
-    CHECK(r.feed("{" + std::string(20, ' ')));
+    CHECK(r.feed("{\n" + std::string(20, ' ')));
     CHECK_FALSE(r.feed(uint8_t(' ')));
+    CHECK_FALSE(matches(json, "{  }"));
+    CHECK_FALSE(matches(json, "{\n\n}"));
 
     const Grammar choice = choice_grammar({"yes", "no", "not sure", "say \"why\"\\", "é"});
     for (const char* ok : {"yes", "no", "not sure", "say \"why\"\\", "é"}) CHECK_MESSAGE(matches(choice, ok), ok);
@@ -311,4 +316,99 @@ TEST_CASE("regex: the ECMAScript subset of JSON Schema's pattern, matched whole"
             CHECK(std::string(e.what()).find(b.says) != std::string::npos);
         }
     }
+}
+
+namespace {
+
+Grammar schema_of(std::string_view text) { return json_schema_grammar(boost::json::parse(text)); }
+
+}  // namespace
+
+TEST_CASE("json schema: the keywords taken are enforced exactly") {
+    const Case cases[] = {
+        {R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}, "age": {"type": "integer"},
+             "tags": {"type": "array", "items": {"enum": ["a", "b", 1]}, "minItems": 1, "maxItems": 2}},
+             "required": ["name"], "additionalProperties": false})",
+         {R"({"name": "Bob"})", R"({"name": "é☃x", "age": -3})", R"({"name": "", "tags": ["a", 1]})",
+          R"({ "name" : "a" , "age" : 0 , "tags" : [ "b" ] })", "{\n  \"name\": \"a\",\n  \"age\": 1\n}", R"({"name": "\"\\"})"},
+         {R"({})", R"({"age": 3})", R"({"name": "Bobby"})", R"({"name": "a", "age": 1.5})", R"({"name": "a", "tags": []})",
+          R"({"name": "a", "tags": ["a", "b", 1]})", R"({"name": "a", "tags": ["c"]})", R"({"age": 1, "name": "a"})",
+          R"({"name": "a", "x": 1})", R"({"name": "a",})"}},
+        {R"({"type": ["string", "null"]})", {R"("x")", "null"}, {"1", R"("x" )x)"}},
+        {R"({"const": {"a": [1, true]}})", {R"({"a":[1,true]})"}, {R"({"a":[1,false]})"}},
+        {R"({"anyOf": [{"type": "integer"}, {"type": "boolean"}]})", {"12", "false"}, {"1.0", "\"1\""}},
+        {R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": false})",
+         {"[1, \"a\"]", "[1]", "[]"}, {"[1, \"a\", 2]", "[\"a\"]"}},
+        {R"({"type": "array", "prefixItems": [{"const": 0}], "minItems": 3, "maxItems": 4})",
+         {"[0, 1, 2]", "[0, {}, [], null]"}, {"[0, 1]", "[1, 1, 1]", "[0, 1, 2, 3, 4]"}},
+        {R"({"type": "object", "additionalProperties": {"type": "number"}})", {R"({})", R"({"a": 1, "b": 2e3})"}, {R"({"a": "x"})"}},
+        {R"({"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+             "required": ["next"], "additionalProperties": false}}, "$ref": "#/$defs/node"})",
+         {R"({"next": null})", R"({"next": {"next": {"next": null}}})"}, {R"({"next": {}})", R"({})"}},
+        {R"(true)", {"1", "[{}]"}, {"x"}},
+    };
+    for (const auto& c : cases) check_cases(c, schema_of);
+}
+
+TEST_CASE("json schema: what it cannot enforce is refused, naming the keyword and where") {
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({"type": "string", "pattern": "^a"})", "at '#': 'pattern' is not supported yet"},
+        {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "additionalProperties": false})",
+         "at '#/properties/a': 'minimum' is not supported yet"},
+        {R"({"type": "object", "properties": {"a": {}}})", "additionalProperties not false"},
+        {R"({"type": "array", "items": false, "minItems": 1})", "'minItems' needs more items"},
+        {R"({"$ref": "#/$defs/none"})", "points at nothing"},
+        {R"(false)", "matches nothing"},
+        {R"({"type": "tuple"})", "unknown type 'tuple'"},
+    };
+    for (const auto& [schema, says] : cases) {
+        CAPTURE(std::string(schema));
+        CHECK_THROWS_WITH_AS(schema_of(schema), doctest::Contains(says), GrammarError);
+    }
+}
+
+TEST_CASE("json schema: the JSON-Schema-Test-Suite (draft 2020-12): what compiles accepts no invalid instance") {
+    // Instances are written compactly, keys in their own order; the grammar
+    // wants the keys of `properties` in the schema's order, so a valid
+    // instance that orders them otherwise is refused (counted, not an error).
+    // An invalid instance accepted would be a grammar looser than its schema.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(MINFER_SHARED_DIR) / "json-schema-test-suite/tests/draft2020-12";
+    int schemas = 0, compiled = 0, valid = 0, valid_accepted = 0, invalid = 0;
+    std::map<std::string, int> refused_by;  // the first keyword each refusal names
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        if (entry.path().extension() != ".json") continue;
+        const boost::json::value file = boost::json::parse(read_file(entry.path().string()));
+        for (const auto& group : file.as_array()) {
+            ++schemas;
+            Grammar g;
+            try {
+                g = json_schema_grammar(group.at("schema"));
+            } catch (const GrammarError& e) {
+                const std::string what = e.what();
+                const size_t q = what.find("': '");
+                refused_by[q == std::string::npos ? what.substr(0, 40) : what.substr(q + 4, what.find('\'', q + 4) - q - 4)]++;
+                continue;
+            }
+            ++compiled;
+            for (const auto& test : group.at("tests").as_array()) {
+                const std::string text = boost::json::serialize(test.at("data"));
+                const bool ok = matches(g, text);
+                if (test.at("valid").as_bool()) {
+                    ++valid;
+                    valid_accepted += ok;
+                } else {
+                    ++invalid;
+                    CAPTURE(entry.path().filename().string());
+                    CAPTURE(boost::json::serialize(group.at("schema")));
+                    CAPTURE(text);
+                    CHECK_FALSE(ok);
+                }
+            }
+        }
+    }
+    std::string refusals;
+    for (const auto& [k, n] : refused_by) refusals += k + " " + std::to_string(n) + ", ";
+    MESSAGE(compiled << " of " << schemas << " schemas compile; " << valid_accepted << " of " << valid
+                     << " valid instances accepted, 0 of " << invalid << " invalid ones; refused by: " << refusals);
 }

@@ -1,0 +1,28 @@
+// JSON Schema (draft 2020-12) compiled to a Grammar of the JSON texts that
+// validate, for `response_format: {"type": "json_schema"}`, `guided_json` and
+// llama.cpp's `json_schema`.
+//
+// Exact or refused: every keyword taken is enforced exactly; a keyword this
+// compiler cannot enforce is a GrammarError that names it and where it is (a
+// JSON pointer), never a looser grammar. Taken so far: type (and lists of
+// types), enum, const, properties, required, additionalProperties (false, or
+// a schema when there are no properties), items, prefixItems, minItems,
+// maxItems, minLength, maxLength, anyOf, allOf of one schema, $ref to "#",
+// "#/$defs/..." and "#/definitions/..." (recursion included), and the
+// annotations (title, description, default, examples, $schema, $id,
+// $comment). Properties come in the order of `properties` (as llguidance and
+// MaskBench have it); between tokens, whitespace as pretty-printers write it:
+// nothing, a space, or a line break and up to 20 spaces or tabs (as llama.cpp's
+// schema grammars bound it, so that a model cannot pad forever); none before
+// the value or after it.
+#pragma once
+
+#include <boost/json.hpp>
+
+#include "engine/grammar/grammar.h"
+
+namespace minfer::grammar {
+
+Grammar json_schema_grammar(const boost::json::value& schema);
+
+}  // namespace minfer::grammar
