@@ -67,14 +67,14 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
             result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
             t0 = t1;
         }
+        const bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end();
+        // A token the grammar did not allow was drawn only because it allowed
+        // none (a dead end): the text ends as cut short.
+        if (options.constraint && (stop ? !options.constraint->accepting() : !options.constraint->accept(next))) break;
         result.generated_ids.push_back(next);
         seq.tokens.push_back(next);
         if (on_token) on_token(next);
-        if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) {
-            result.finish_reason = "stop";
-            break;
-        }
-        if (options.constraint && options.constraint->accept(next) && options.constraint->can_only_end()) {
+        if (stop || (options.constraint && options.constraint->can_only_end())) {
             result.finish_reason = "stop";
             break;
         }

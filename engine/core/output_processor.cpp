@@ -67,13 +67,18 @@ void OutputProcessor::append_token(Sequence& seq, int32_t token, const float* lo
     const bool may_stop = seq.num_output() > o.min_tokens || o.min_tokens == 0;
     const bool is_eos = !o.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
     const bool is_stop_id = std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), token) != o.stop_token_ids.end();
+    // The grammar allowed this token (PlanBuilder's mask) unless it allowed
+    // none: no token of the vocabulary continues the text, and it is not
+    // whole. Then the text ends where it is, as cut short ("length").
+    if (seq.constraint && ((is_eos || is_stop_id) ? !seq.constraint->accepting() : !seq.constraint->accept(token))) {
+        finish(seq, "length");
+        return;
+    }
     if (may_stop && (is_eos || is_stop_id)) {
         if (is_stop_id) out.stop_token = token;
         finish(seq, "stop");  // the stop token's own text is not part of the output
         return;
     }
-    // The grammar allowed this token (PlanBuilder's mask), so it takes it.
-    if (seq.constraint) seq.constraint->accept(token);
     const size_t before = out.text.size();
     out.text += out.detokenizer->push(token);
     if (may_stop && !o.stop.empty()) {

@@ -73,3 +73,23 @@ TEST_CASE("engine: grammar-constrained samples follow their grammar; the rest of
     CHECK(whole >= 2);  // the two word samples (the number lists may go on to max_tokens)
     MESSAGE(whole << " constrained samples ended whole");
 }
+
+TEST_CASE("engine: a character no token spells whole comes from byte tokens") {
+    // stories260K has no piece for the snowman (E2 98 83); its byte tokens spell it.
+    auto snowman = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= "a" "\u2603" | "b")"));
+    std::mt19937 rng(5);
+    for (const float temperature : {0.0f, 1.0f}) {
+        Job j;
+        j.prompt = random_prompt(rng, 4);
+        j.options.max_tokens = 10;
+        j.options.sampling.temperature = temperature;
+        j.options.has_seed = true;
+        j.options.n = 4;
+        j.options.grammar = snowman;
+        for (const auto& [k, s] : run_alone(j, small_config()).samples) {
+            CAPTURE(s.text);
+            CHECK((s.text == "b" || s.text == "a\u2603"));
+            CHECK(s.finish_reason == "stop");
+        }
+    }
+}

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "engine/grammar/builtin.h"
+#include "engine/grammar/constraint.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
 #include "engine/grammar/json_schema.h"
@@ -411,4 +412,24 @@ TEST_CASE("json schema: the JSON-Schema-Test-Suite (draft 2020-12): what compile
     for (const auto& [k, n] : refused_by) refusals += k + " " + std::to_string(n) + ", ";
     MESSAGE(compiled << " of " << schemas << " schemas compile; " << valid_accepted << " of " << valid
                      << " valid instances accepted, 0 of " << invalid << " invalid ones; refused by: " << refusals);
+}
+
+TEST_CASE("constraint: a dead end allows no token, and a refused token changes nothing") {
+    auto vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"a", "b", "ab", ""});
+    Constraint c(std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "a" "c" | "b")")), vocab);
+    const int32_t end_ids[] = {3};
+    std::vector<uint32_t> mask;
+    c.mask(mask, end_ids);
+    CHECK(mask[0] == 0b0011u);  // "a", "b"; not "ab", not the end
+    CHECK_FALSE(c.accept(2));
+    CHECK(c.accept(0));
+    c.mask(mask, end_ids);
+    CHECK(mask[0] == 0u);  // "c" has no token: a dead end, and the text is not whole
+    CHECK_FALSE(c.accepting());
+    c.rollback(1);
+    CHECK(c.accept(1));
+    CHECK(c.accepting());
+    CHECK(c.can_only_end());
+    c.mask(mask, end_ids);
+    CHECK(mask[0] == 0b1000u);  // only the end
 }
