@@ -1,7 +1,5 @@
 #include "engine/grammar/builtin.h"
 
-#include <cstdio>
-
 #include "engine/grammar/gbnf.h"
 
 namespace minfer::grammar {
@@ -21,24 +19,8 @@ ws     ::= ( " " | "\n" [ \t]{0,20} )?
 
 Grammar choice_grammar(const std::vector<std::string>& choices) {
     if (choices.empty()) throw GrammarError(0, 0, "a choice needs at least one string");
-    // GBNF source, each string a literal with every byte that is not plain
-    // printable ASCII (or is a quote or backslash) escaped.
     std::string src = "root ::=";
-    for (size_t i = 0; i < choices.size(); ++i) {
-        src += i ? " | \"" : " \"";
-        for (const unsigned char c : choices[i]) {
-            if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-                src += char(c);
-            } else if (c < 0x80) {
-                char esc[8];
-                std::snprintf(esc, sizeof esc, "\\x%02X", c);
-                src += esc;
-            } else {
-                src += char(c);  // UTF-8 as it is: the compiler reads whole characters
-            }
-        }
-        src += '"';
-    }
+    for (size_t i = 0; i < choices.size(); ++i) src += (i ? " | " : " ") + gbnf_literal(choices[i]);
     return parse_gbnf(src);
 }
 

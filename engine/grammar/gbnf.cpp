@@ -360,4 +360,17 @@ private:
 
 Grammar parse_gbnf(std::string_view source) { return Parser(source).parse(); }
 
+std::string gbnf_literal(std::string_view bytes) {
+    std::string out = "\"";
+    for (const unsigned char c : bytes) {
+        if ((c >= 0x20 && c < 0x7F && c != '"' && c != '\\') || c >= 0x80) {
+            out += char(c);
+        } else {
+            static const char* kHex = "0123456789ABCDEF";
+            out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+        }
+    }
+    return out + "\"";
+}
+
 }  // namespace minfer::grammar

@@ -11,6 +11,7 @@
 // comment.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "engine/grammar/grammar.h"
@@ -19,5 +20,10 @@ namespace minfer::grammar {
 
 // Throws GrammarError with the line and column of the first problem.
 Grammar parse_gbnf(std::string_view source);
+
+// A GBNF string literal that matches exactly these bytes (for front ends that
+// write GBNF): printable ASCII as it is, quotes, backslashes and control
+// bytes as \xHH, UTF-8 as it is.
+std::string gbnf_literal(std::string_view bytes);
 
 }  // namespace minfer::grammar

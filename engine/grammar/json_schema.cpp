@@ -2,7 +2,6 @@
 // by parse_gbnf.
 #include "engine/grammar/json_schema.h"
 
-#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -30,22 +29,7 @@ json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
                                             "$defs", "definitions", "deprecated", "readOnly", "writeOnly"};
 
-// A GBNF string literal of these bytes.
-std::string literal(std::string_view bytes) {
-    std::string out = "\"";
-    for (const unsigned char c : bytes) {
-        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-            out += char(c);
-        } else if (c < 0x80) {
-            char esc[8];
-            std::snprintf(esc, sizeof esc, "\\x%02X", c);
-            out += esc;
-        } else {
-            out += char(c);
-        }
-    }
-    return out + "\"";
-}
+std::string literal(std::string_view bytes) { return gbnf_literal(bytes); }
 
 class Compiler {
 public:
