@@ -29,8 +29,6 @@ json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
                                             "$defs", "definitions", "deprecated", "readOnly", "writeOnly"};
 
-std::string literal(std::string_view bytes) { return gbnf_literal(bytes); }
-
 class Compiler {
 public:
     explicit Compiler(const json::value& root) : root_(root) {}
@@ -93,12 +91,12 @@ private:
                 out += (i ? " | " : "") + rule_for(any.as_array()[i], p + "/anyOf/" + std::to_string(i));
             return out + ")";
         }
-        if (s.contains("const")) return literal(json::serialize(s.at("const")));
+        if (s.contains("const")) return gbnf_literal(json::serialize(s.at("const")));
         if (s.contains("enum")) {
             const json::value& e = s.at("enum");
             if (!e.is_array() || e.as_array().empty()) refuse(p + "/enum", "'enum' must be a non-empty array");
             std::string out = "(";
-            for (size_t i = 0; i < e.as_array().size(); ++i) out += (i ? " | " : "") + literal(json::serialize(e.as_array()[i]));
+            for (size_t i = 0; i < e.as_array().size(); ++i) out += (i ? " | " : "") + gbnf_literal(json::serialize(e.as_array()[i]));
             return out + ")";
         }
         std::vector<std::string> types;
@@ -227,7 +225,7 @@ private:
         const size_t n = props.size();
         std::vector<std::string> a(n + 1), b(n + 1);
         for (size_t i = n; i-- > 0;) {
-            const std::string member = literal(json::serialize(json::value(props[i].first))) + " ws \":\" ws " + props[i].second + " ws";
+            const std::string member = gbnf_literal(json::serialize(json::value(props[i].first))) + " ws \":\" ws " + props[i].second + " ws";
             const bool opt = !required.count(props[i].first);
             const std::string an = a[i + 1].empty() ? "" : " " + a[i + 1], bn = b[i + 1].empty() ? "" : " " + b[i + 1];
             const std::string a_name = "o" + std::to_string(objects_) + "a" + std::to_string(i);

@@ -19,6 +19,40 @@ struct alignas(64) Line {
     uint8_t bytes[64];
 };
 
+// Every activation row prepared once by prepare(row, dst), the same way
+// whatever else is in the batch, on the pool, into storage this thread keeps
+// (grown once: later steps allocate nothing). Rows are act_bytes apart.
+template <class Prepare>
+uint8_t* prepare_rows(ThreadPool& pool, int64_t rows, int64_t K, size_t act_bytes, Prepare&& prepare) {
+    thread_local std::vector<Line> acts;
+    acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
+    uint8_t* a = acts[0].bytes;
+    pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) prepare(r, a + r * act_bytes);
+    });
+    return a;
+}
+
+// The work split: by units of weight rows (each thread streams its own
+// weights), and by parts of whole row tiles too when there are too few units
+// to go round. run(r_begin, r_end, u0, u1) gets contiguous units of one part.
+template <class Run>
+void split_work(ThreadPool& pool, int64_t rows, int rm, int64_t units, int64_t unit_weight_rows, int64_t K, Run&& run) {
+    const int64_t row_tiles = (rows + rm - 1) / rm;
+    const int64_t row_parts = std::clamp<int64_t>(4 * pool.size() / units, 1, row_tiles);
+    const int64_t part_rows = (row_tiles + row_parts - 1) / row_parts * rm;
+    // Below ~64K multiply-adds a task, waking another thread costs more than it saves.
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * std::min(rows, part_rows) * unit_weight_rows));
+    // Task u is row part u / units, unit u % units.
+    pool.parallel_for(row_parts * units, grain, [&](int64_t u0, int64_t u1) {
+        while (u0 < u1) {
+            const int64_t part = u0 / units, first = u0 % units, last = std::min(units, first + (u1 - u0));
+            run(part * part_rows, std::min(rows, (part + 1) * part_rows), first, last);
+            u0 += last - first;
+        }
+    });
+}
+
 }  // namespace
 
 void widen_row(const MatmulWeight& w, int64_t r, float* out) {
@@ -50,19 +84,11 @@ void matmul_panels(ThreadPool& pool, const PanelMatrix& w, const float* x, int64
                    float* out) {
     const int64_t N = w.rows, K = w.cols;
     const size_t act_bytes = panel_act_bytes(w.type, K);
-    thread_local std::vector<Line> acts;
-    acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
-    uint8_t* a = acts[0].bytes;
-    pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) prepare_panel_activations(w.type, x + r * K, a + r * act_bytes, K);
-    });
+    const uint8_t* a = prepare_rows(pool, rows, K, act_bytes,
+                                    [&](int64_t r, uint8_t* dst) { prepare_panel_activations(w.type, x + r * K, dst, K); });
 
     const PanelTileShape ts = panel_tile_shape(w.type, rows == 1);
     const int64_t groups = (w.panels + ts.np - 1) / ts.np;
-    const int64_t row_tiles = (rows + ts.rm - 1) / ts.rm;
-    const int64_t row_parts = std::clamp<int64_t>(4 * pool.size() / groups, 1, row_tiles);
-    const int64_t part_rows = (row_tiles + row_parts - 1) / row_parts * ts.rm;
-    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * std::min(rows, part_rows) * 16 * ts.np));
 
     auto run = [&](int64_t r_begin, int64_t r_end, int64_t g0, int64_t g1) {
         for (int64_t g = g0; g < g1; ++g) {
@@ -88,13 +114,7 @@ void matmul_panels(ThreadPool& pool, const PanelMatrix& w, const float* x, int64
                     for (int64_t o = kPanelRows * p0; o < std::min(N, kPanelRows * (p0 + np)); ++o) out[r * N + o] += bias[o];
         }
     };
-    pool.parallel_for(row_parts * groups, grain, [&](int64_t u0, int64_t u1) {
-        while (u0 < u1) {
-            const int64_t part = u0 / groups, g0 = u0 % groups, g1 = std::min(groups, g0 + (u1 - u0));
-            run(part * part_rows, std::min(rows, (part + 1) * part_rows), g0, g1);
-            u0 += g1 - g0;
-        }
-    });
+    split_work(pool, rows, ts.rm, groups, int64_t(kPanelRows) * ts.np, K, run);
 }
 
 }  // namespace
@@ -109,26 +129,14 @@ void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t row
         const PanelMatrix packed = pack_panels(w);
         return matmul_panels(pool, packed, x, rows, bias, out);
     }
-    // Each activation row is prepared once (quantized for quantized weights),
-    // the same way whatever else is in the batch.
+    // Activations quantized for quantized weights.
     const ActFormat fmt = act_format(w.type);
     const size_t act_bytes = act_row_bytes(fmt, K);
-    thread_local std::vector<Line> acts;  // grown once and kept: later steps allocate nothing
-    acts.resize(act_bytes * size_t(rows) / sizeof(Line) + 1);
-    uint8_t* a = acts[0].bytes;
-    pool.parallel_for(rows, std::max<int64_t>(1, 8192 / K), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) prepare_activations(fmt, x + r * K, a + r * act_bytes, K);
-    });
+    const uint8_t* a =
+        prepare_rows(pool, rows, K, act_bytes, [&](int64_t r, uint8_t* dst) { prepare_activations(fmt, x + r * K, dst, K); });
 
     const TileShape ts = tile_shape(w.type);
     const int64_t col_tiles = (N + ts.rn - 1) / ts.rn;  // tiles of ts.rn weight rows
-    const int64_t row_tiles = (rows + ts.rm - 1) / ts.rm;
-    // Work is split by columns of W: each thread streams its own weight rows.
-    // When there are too few to go round, the rows are split too.
-    const int64_t row_parts = std::clamp<int64_t>(4 * pool.size() / col_tiles, 1, row_tiles);
-    const int64_t part_rows = (row_tiles + row_parts - 1) / row_parts * ts.rm;
-    // Below ~64K multiply-adds a task, waking another thread costs more than it saves.
-    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * std::min(rows, part_rows) * ts.rn));
     // Weight rows swept by all row tiles before moving on: ~1 MB, so they stay
     // in L2 (2 MB here) while the activations stream past.
     const int64_t block = std::max<int64_t>(1, (1 << 20) / int64_t(w.row_bytes * ts.rn));
@@ -152,14 +160,7 @@ void matmul(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t row
             for (int64_t r = r_begin; r < r_end; ++r)
                 for (int64_t o = t0 * ts.rn; o < std::min(N, t1 * ts.rn); ++o) out[r * N + o] += bias[o];
     };
-    // Task u is row part u / col_tiles, column tile u % col_tiles.
-    pool.parallel_for(row_parts * col_tiles, grain, [&](int64_t u0, int64_t u1) {
-        while (u0 < u1) {
-            const int64_t part = u0 / col_tiles, t0 = u0 % col_tiles, t1 = std::min(col_tiles, t0 + (u1 - u0));
-            run(part * part_rows, std::min(rows, (part + 1) * part_rows), t0, t1);
-            u0 += t1 - t0;
-        }
-    });
+    split_work(pool, rows, ts.rm, col_tiles, ts.rn, K, run);
 }
 
 void matmul_reference(const MatmulWeight& w, const float* x, int64_t rows, const float* bias, float* out) {
