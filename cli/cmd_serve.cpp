@@ -29,6 +29,8 @@ int cmd_serve(int argc, char** argv) {
         ("api-key", "require Authorization: Bearer KEY on /v1 routes (default: $MINFER_API_KEY)", cxxopts::value<std::string>())
         ("chat-template", "FILE or built-in NAME (chatml, llama2, llama3, gemma) instead of the model's template",
          cxxopts::value<std::string>()->default_value(""))
+        ("tool-call-parser", "how the model writes tool calls: hermes, llama3_json, mistral, json, or auto "
+                             "(from the chat template's markers)", cxxopts::value<std::string>()->default_value("auto"))
         ("max-body-bytes", "largest request body (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("8M"))
         ("max-waiting", "waiting requests beyond which new ones get 503", cxxopts::value<int32_t>()->default_value("1024"))
         ("access-log", "log one line a request: client, method and path, status, response id, tokens, "
@@ -54,6 +56,10 @@ int cmd_serve(int argc, char** argv) {
     boost::asio::ip::make_address(sc.host, ec);
     if (ec) throw UsageError("--host must be an IP address, got '" + sc.host + "'");
 
+    if (const std::string parser = args["tool-call-parser"].as<std::string>(); parser != "auto") {
+        sc.tool_call_format = tool_call_format_named(parser);
+        if (!sc.tool_call_format) throw UsageError("--tool-call-parser must be hermes, llama3_json, mistral, json or auto");
+    }
     const std::string level = args["log-level"].as<std::string>();
     const auto lvl = spdlog::level::from_str(level);
     if (lvl == spdlog::level::off && level != "off") throw UsageError("--log-level must be debug, info, warn or error");
@@ -75,6 +81,9 @@ int cmd_serve(int argc, char** argv) {
     auto model = Model::load(std::move(file), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ChatTemplate chat = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());
+    if (args["chat-template"].as<std::string>().empty() && model->file().has("tokenizer.chat_template.tool_use"))
+        sc.tool_use_template = ChatTemplate::from_source(model->file().get_string("tokenizer.chat_template.tool_use"),
+                                                         chat.bos_token(), chat.eos_token());
     std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
     std::unique_ptr<OpenAIServer> server;
     try {

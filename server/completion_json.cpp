@@ -280,11 +280,10 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
             }
         } else if (k == "response_format") {
             o.grammar = response_format(v);
-        } else if (k == "response_format" || k == "tools" || k == "tool_choice" || k == "suffix" ||
-                   k == "best_of" ||
-                   k == "structured_outputs" || k == "parallel_tool_calls" ||
-                   k == "functions" || k == "function_call" || k == "audio" || k == "modalities" ||
-                   k == "prediction") {
+        } else if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls") {
+            bad(fmt::format("'{}' is for chat (/v1/chat/completions)", k));
+        } else if (k == "suffix" || k == "best_of" || k == "structured_outputs" || k == "functions" ||
+                   k == "function_call" || k == "audio" || k == "modalities" || k == "prediction") {
             bad(fmt::format("'{}' is not supported yet", k));
         } else if (ignored) {
             ignored->push_back(k);

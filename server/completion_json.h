@@ -32,7 +32,7 @@ CompletionRequest parse_completion_request(const boost::json::object& body, cons
 // logprobs (chat: true/false with top_logprobs), echo (completions),
 // logit_bias, presence/frequency/repetition_penalty, vLLM's ignore_eos,
 // min_tokens, stop_token_ids, priority, and OpenAI's user. Fields we know but
-// do not support (response_format, tools, ...) are a RequestError; unknown
+// do not support (suffix, best_of, functions, ...) and chat's tools are a RequestError; unknown
 // ones are listed in *ignored. `skip` names the fields the caller reads itself.
 GenerationOptions parse_generation_options(const boost::json::object& body, bool chat,
                                            std::initializer_list<std::string_view> skip,

@@ -1,6 +1,7 @@
 #include "server/openai_json.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace minfer {
 
@@ -68,6 +69,11 @@ void ResponseBuilder::accumulate(size_t prompt_index, const RequestOutput& out) 
     minfer::accumulate(choices_[prompt_index], prompt_logprobs_[prompt_index], out);
 }
 
+void ResponseBuilder::read_tool_calls(ToolCallFormat format) {
+    tool_format_ = format;
+    tool_streams_.assign(started_.size(), ToolCallStream(format));
+}
+
 std::string ResponseBuilder::finish_reason(size_t prompt_index) const {
     const auto& cs = choices_[prompt_index];
     return cs.empty() || cs.front().finish_reason.empty() ? "abort" : cs.front().finish_reason;
@@ -132,7 +138,17 @@ std::vector<std::string> ResponseBuilder::stream_chunks(size_t prompt_index, con
             }
             if (s.text.empty() && finish.empty()) continue;
             json::object delta;
-            if (!s.text.empty()) delta["content"] = s.text;
+            if (tool_format_) {  // content and tool-call deltas from the whole text so far
+                const auto& cs = choices_[prompt_index];
+                auto it = std::find_if(cs.begin(), cs.end(), [&](const CompletionChoice& c) { return c.index == s.index; });
+                ToolCallStream::Delta d = tool_streams_[index].update(it->text, !finish.empty());
+                if (!d.content.empty()) delta["content"] = std::move(d.content);
+                if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
+                if (delta.empty() && finish.empty()) continue;
+                if (finish == "stop" && tool_streams_[index].num_calls() > 0) finish_json = "tool_calls";
+            } else if (!s.text.empty()) {
+                delta["content"] = s.text;
+            }
             choice["delta"] = std::move(delta);
         } else {
             std::string text = s.text;
@@ -168,8 +184,17 @@ json::object ResponseBuilder::response() const {
         for (const CompletionChoice& c : choices_[p]) {
             json::object choice{{"index", choice_index(p, c.index)}};
             json::value logprobs = nullptr;
+            std::string finish = c.finish_reason;
             if (chat_) {
-                choice["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
+                json::object message{{"role", "assistant"}, {"content", c.text}};
+                if (tool_format_)
+                    if (ToolCallParse p = parse_tool_calls(*tool_format_, c.text, /*final=*/true); !p.calls.empty()) {
+                        const bool blank = std::all_of(p.content.begin(), p.content.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); });
+                        message["content"] = blank ? json::value(nullptr) : json::value(p.content);
+                        message["tool_calls"] = tool_calls_json(p.calls);
+                        if (finish == "stop") finish = "tool_calls";
+                    }
+                choice["message"] = std::move(message);
                 if (options_.logprobs >= 0) logprobs = chat_logprobs(c.token_ids, c.logprobs);
             } else {
                 choice["text"] = prompt_text + c.text;
@@ -178,7 +203,7 @@ json::object ResponseBuilder::response() const {
                                                         prompt_logprobs_[p]);
             }
             choice["logprobs"] = logprobs;
-            choice["finish_reason"] = c.finish_reason;
+            choice["finish_reason"] = finish;
             choice["stop_reason"] = stop_reason(c);
             choices.push_back(std::move(choice));
         }

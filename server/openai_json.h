@@ -4,10 +4,12 @@
 
 #include <boost/json.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "server/completion_json.h"
+#include "server/tool_call_parser.h"
 #include "server/http/http_server.h"
 
 namespace minfer {
@@ -30,6 +32,9 @@ public:
     std::string usage_chunk() const;
     boost::json::object response() const;
     std::string finish_reason(size_t prompt_index) const;  // of its first sample
+    // Chat: read the outputs for tool calls written in `format` (message.tool_calls,
+    // streamed as tool-call deltas, finish_reason "tool_calls").
+    void read_tool_calls(ToolCallFormat format);
 
 private:
     boost::json::object chunk_envelope() const;
@@ -47,6 +52,8 @@ private:
     std::vector<std::vector<CompletionChoice>> choices_;        // per prompt
     std::vector<std::vector<TokenLogprob>> prompt_logprobs_;    // per prompt (echo)
     std::vector<bool> started_;                                 // per choice index: first chunk sent
+    std::optional<ToolCallFormat> tool_format_;
+    std::vector<ToolCallStream> tool_streams_;                  // per choice index, with tool_format_
 };
 
 }  // namespace minfer

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/text/chat_prompt.h"
+#include "server/tool_calls.h"
 #include "server/completion_json.h"
 #include "server/openai_json.h"
 
@@ -263,6 +264,16 @@ HttpResponse OpenAIServer::models(unsigned version) const {
     return json_response(json::object{{"object", "list"}, {"data", json::array{model}}}, version);
 }
 
+std::string OpenAIServer::render_chat(const json::object& body, const ToolRequest& tools, bool add_generation_prompt,
+                                      ToolCallFormat& format) const {
+    // With tools, the GGUF's tool_use template where it has one.
+    const ChatTemplate& tmpl = !tools.tools.empty() && config_.tool_use_template ? *config_.tool_use_template : chat_template_;
+    format = config_.tool_call_format.value_or(tool_call_format_of_template(tmpl.source()));
+    const json::array messages = messages_for_template(normalize_messages(body.if_contains("messages")), tools,
+                                                       tmpl.source().find("tools") != std::string::npos);
+    return tmpl.render(messages, add_generation_prompt, tools.tools.empty() ? json::value(nullptr) : json::value(tools.tools));
+}
+
 HttpResponse OpenAIServer::tokenize(const HttpRequest& req) {
     const unsigned v = req.version();
     std::string error;
@@ -273,7 +284,8 @@ HttpResponse OpenAIServer::tokenize(const HttpRequest& req) {
         if (const json::value* messages = body->if_contains("messages")) {
             const json::value* agp = body->if_contains("add_generation_prompt");
             const bool add = !agp || !agp->is_bool() || agp->get_bool();
-            ids = encode_rendered_chat(tokenizer_, chat_template_.render(normalize_messages(messages), add));
+            ToolCallFormat format;
+            ids = encode_rendered_chat(tokenizer_, render_chat(*body, parse_tool_request(*body), add, format));
         } else {
             const json::value* prompt = body->if_contains("prompt");
             if (!prompt || !prompt->is_string()) throw RequestError("'prompt' must be a string (or give 'messages')");
@@ -392,6 +404,8 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
 
     // ---- what to generate
     CompletionRequest cr;
+    ToolRequest tools;
+    ToolCallFormat tool_format = ToolCallFormat::Json;
     bool stream = false, include_usage = false;
     try {
         if (const json::value* s = body->if_contains("stream"); s && !s->is_null()) {
@@ -407,10 +421,15 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         if (chat) {
             const json::value* agp = body->if_contains("add_generation_prompt");
             if (agp && !agp->is_bool()) throw RequestError("'add_generation_prompt' must be true or false");
-            const std::string text = chat_template_.render(normalize_messages(body->if_contains("messages")), !agp || agp->get_bool());
-            cr.prompts.push_back(encode_rendered_chat(tokenizer_, text));
-            cr.options = parse_generation_options(*body, /*chat=*/true, {"messages", "add_generation_prompt"}, &cr.ignored_fields);
+            tools = parse_tool_request(*body);
+            cr.prompts.push_back(encode_rendered_chat(tokenizer_, render_chat(*body, tools, !agp || agp->get_bool(), tool_format)));
+            cr.options = parse_generation_options(
+                *body, /*chat=*/true, {"messages", "add_generation_prompt", "tools", "tool_choice", "parallel_tool_calls"},
+                &cr.ignored_fields);
             if (!body->contains("max_tokens") && !body->contains("max_completion_tokens")) cr.options.max_tokens = -1;
+            if (tools.parses() && cr.options.grammar)
+                throw RequestError("a structured output format and 'tools' (tool_choice not \"none\") cannot both constrain the output");
+            constrain_tool_calls(tools, tool_format, cr.options);
         } else {
             cr = parse_completion_request(*body, tokenizer_);
         }
@@ -456,6 +475,7 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     note.id = chat ? random_id("chatcmpl") : random_id("cmpl");
     for (const auto& p : cr.prompts) note.prompt_tokens += int64_t(p.size());
     ResponseBuilder builder(tokenizer_, chat, note.id, unix_now(), config_.served_model_name, cr.options, cr.prompts);
+    if (tools.parses()) builder.read_tool_calls(tool_format);
     // A client that leaves, streaming or not, in a prefill or between tokens,
     // frees its sequences at the engine's next step; the outputs of the aborted
     // sequences still come, to close their timings.

@@ -15,12 +15,14 @@
 #include <boost/asio.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/text/chat/chat_template.h"
 #include "engine/core/engine_thread.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
+#include "server/tool_calls.h"
 
 namespace minfer {
 
@@ -33,6 +35,8 @@ struct ServerConfig {
     size_t max_waiting = 1024;        // more waiting requests than this: 503 with Retry-After
     bool access_log = false;          // one log line a request: id, client, status, tokens, times
     HttpLimits http;
+    std::optional<ChatTemplate> tool_use_template;     // the GGUF's tokenizer.chat_template.tool_use
+    std::optional<ToolCallFormat> tool_call_format;    // --tool-call-parser; nullopt: from the template
 };
 
 class OpenAIServer {
@@ -59,6 +63,11 @@ private:
     asio::awaitable<void> completions(const HttpRequest& req, HttpResponder& res, bool chat, AccessNote& note);
     asio::awaitable<void> ready(HttpResponder& res);
     HttpResponse tokenize(const HttpRequest& req);
+    // A chat request's prompt text: its messages (and tools) through the chat
+    // template, the tool_use one when tools are given and the model has one;
+    // `format` is how that template's model writes calls.
+    std::string render_chat(const boost::json::object& body, const ToolRequest& tools, bool add_generation_prompt,
+                            ToolCallFormat& format) const;
     HttpResponse detokenize(const HttpRequest& req);
     HttpResponse models(unsigned version) const;
 

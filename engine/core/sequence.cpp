@@ -52,7 +52,8 @@ std::unique_ptr<Sequence> make_sequence(Request& request, int32_t sample_index, 
     seq->client = request.options.client;
     seq->out.detokenizer = std::make_unique<IncrementalDetokenizer>(tokenizer, request.prompt);
     if (request.options.grammar)
-        seq->constraint = std::make_unique<grammar::Constraint>(request.options.grammar, request.vocabulary);
+        seq->constraint = std::make_unique<grammar::Constraint>(request.options.grammar, request.vocabulary,
+                                                              request.options.grammar_triggers);
     return seq;
 }
 

@@ -37,6 +37,9 @@ struct GenerationOptions {
     // it allows are sampled, end-of-sequence only where the text is whole, and
     // the sequence ends when nothing can follow.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // With triggers the grammar is lazy: the text is free until one comes
+    // (tool_choice "auto": a tool call is constrained once the model starts one).
+    std::vector<grammar::GrammarTrigger> grammar_triggers;
 };
 
 // The log-probability of one generated (or prompt) token and the top ones.

@@ -33,9 +33,9 @@ class Compiler {
 public:
     explicit Compiler(const json::value& root) : root_(root) {}
 
-    std::string compile() {
+    std::string compile(std::string_view root_name) {
         const std::string start = rule_for(root_, "");
-        return "root ::= " + start + "\n" + kBase + rules_;
+        return std::string(root_name) + " ::= " + start + "\n" + kBase + rules_;
     }
 
 private:
@@ -274,8 +274,12 @@ private:
 
 }  // namespace
 
+std::string json_schema_gbnf(const json::value& schema, std::string_view root_name) {
+    return Compiler(schema).compile(root_name);
+}
+
 Grammar json_schema_grammar(const json::value& schema) {
-    const std::string gbnf = Compiler(schema).compile();
+    const std::string gbnf = json_schema_gbnf(schema, "root");
     try {
         return parse_gbnf(gbnf);
     } catch (const GrammarError& e) {

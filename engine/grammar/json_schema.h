@@ -19,10 +19,19 @@
 
 #include <boost/json.hpp>
 
+#include <string>
+#include <string_view>
+
 #include "engine/grammar/grammar.h"
 
 namespace minfer::grammar {
 
 Grammar json_schema_grammar(const boost::json::value& schema);
+
+// The same as GBNF source, for front ends that embed a schema in a larger
+// grammar (tool calls): `root_name ::= ...` first, then its rules, the JSON
+// pieces among them (ws, json-string, json-value, ... and s0, s1, ... one a
+// subschema), so an embedding must not define those names.
+std::string json_schema_gbnf(const boost::json::value& schema, std::string_view root_name);
 
 }  // namespace minfer::grammar

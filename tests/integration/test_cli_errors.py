@@ -30,6 +30,7 @@ def assert_clean_failure(proc, *needles):
     (["run", "--quantization", "int4"], "--quantization must be none or fp8"),
     (["run", "--device", "cpu", "--quantization", "fp8", "-n", "1"], "--quantization fp8 needs --device cuda"),
     (["serve", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
+    (["serve", "--tool-call-parser", "xml"], "--tool-call-parser must be hermes, llama3_json, mistral, json or auto"),
     (["generate", "--input", "nowhere.jsonl", "--output", "o.jsonl", "--kv-cache-dtype", "half"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["bench", "latency", "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["bench", "latency", "--output-len", "8", "--profile-steps", "8"], "--profile-steps must be in 0..7"),

@@ -137,7 +137,7 @@ def test_bad_completion_requests(server, body, status, says):
 
 def test_bad_chat_requests(server):
     for body, says in [({"messages": []}, "messages"), ({"messages": [{"content": "x"}]}, "role"),
-                       ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "not supported"),
+                       ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools[0]"),
                        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text")]:
         got, _, data = server.request("POST", "/v1/chat/completions", body)
         assert got == 400 and says in json.loads(data)["error"]["message"], data

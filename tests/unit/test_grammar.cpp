@@ -433,3 +433,46 @@ TEST_CASE("constraint: a dead end allows no token, and a refused token changes n
     c.mask(mask, end_ids);
     CHECK(mask[0] == 0b1000u);  // only the end
 }
+
+TEST_CASE("constraint: a lazy grammar is free until its trigger, holds from there, and rolls back across it") {
+    auto vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"hi ", "<c", "all>", "x", "1", ""});
+    const auto g = std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "<call>" [0-9]+)"));
+    const int32_t end_ids[] = {5};
+    Constraint c(g, vocab, {{"<call>", false}});
+    std::vector<uint32_t> mask{1u};
+    c.mask(mask, end_ids);
+    CHECK(mask.empty());  // free text: no mask at all
+    CHECK(c.accepting());
+    CHECK(c.accept(0));
+    CHECK(c.accept(3));
+    CHECK(c.accept(5));  // a control token (no bytes) is free text too
+    CHECK(c.accept(1));  // "<c": not yet the trigger
+    CHECK_FALSE(c.active());
+    CHECK(c.accept(2));  // "all>": the trigger is whole; "<call>" is fed to the grammar
+    CHECK(c.active());
+    c.mask(mask, end_ids);
+    REQUIRE(mask.size() == 1);
+    CHECK(mask[0] == 0b010000u);  // only a digit; not the end
+    CHECK_FALSE(c.accepting());
+    CHECK_FALSE(c.accept(3));
+    CHECK(c.accept(4));
+    CHECK(c.accepting());
+    c.rollback(2);  // back before the trigger's last token: free again
+    CHECK_FALSE(c.active());
+    c.mask(mask, end_ids);
+    CHECK(mask.empty());
+    CHECK(c.accept(2));
+    CHECK(c.active());
+
+    // A trigger at the start only counts there.
+    Constraint at_start(std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "x" [0-9])")), vocab, {{"x", true}});
+    CHECK(at_start.accept(0));
+    CHECK(at_start.accept(3));
+    CHECK_FALSE(at_start.active());
+    Constraint first(std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "x" [0-9])")), vocab, {{"x", true}});
+    CHECK(first.accept(3));
+    CHECK(first.active());
+    CHECK_FALSE(first.accept(0));  // the grammar holds now
+    CHECK(first.accept(4));
+    CHECK(first.can_only_end());
+}
