@@ -6,22 +6,18 @@
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <random>
 #include <regex>
 #include <unistd.h>
 
 #include <iostream>
 
-#include "engine/grammar/gbnf.h"
-#include "engine/grammar/json_schema.h"
-#include "engine/grammar/regex.h"
 #include "engine/text/chat/chat_template.h"
 #include "engine/text/chat_prompt.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "engine/core/generate.h"
 #include "engine/model/model.h"
 #include "engine/text/tokenizer.h"
@@ -36,35 +32,6 @@ std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
     std::smatch m;
     if (!std::regex_match(s, m, form)) throw UsageError("--logit-bias takes ID=BIAS, got '" + s + "'");
     return {std::stoi(m[1]), std::stof(m[2])};
-}
-
-// A GBNF file, compiled; a usage error that says where the problem is.
-std::shared_ptr<const grammar::Grammar> grammar_from_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError("--grammar-file: cannot read " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-        return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(text.str()));
-    } catch (const grammar::GrammarError& e) {
-        throw UsageError("--grammar-file " + path + ": " + e.what());
-    }
-}
-
-// A JSON Schema file, compiled.
-std::shared_ptr<const grammar::Grammar> schema_from_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError("--json-schema: cannot read " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    boost::system::error_code ec;
-    const boost::json::value schema = boost::json::parse(text.str(), ec);
-    if (ec) throw UsageError("--json-schema " + path + ": not valid JSON (" + ec.message() + ")");
-    try {
-        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema));
-    } catch (const grammar::GrammarError& e) {
-        throw UsageError("--json-schema " + path + ": " + e.what());
-    }
 }
 
 }  // namespace
@@ -90,13 +57,11 @@ int cmd_run(int argc, char** argv) {
         ("logit-bias", "ID=BIAS added to a token's logit (repeatable)", cxxopts::value<std::vector<std::string>>())
         ("seed", "random seed (default: a random one)", cxxopts::value<uint64_t>())
         ("ignore-eos", "keep generating past end-of-generation tokens")
-        ("grammar-file", "FILE: a GBNF grammar (llama.cpp's format) the generated text must follow", cxxopts::value<std::string>())
-        ("regex", "a regular expression (ECMAScript) the whole generated text must match", cxxopts::value<std::string>())
-        ("json-schema", "FILE: a JSON Schema the generated text must validate against", cxxopts::value<std::string>())
         ("json", "print one JSON object {prompt_ids, generated_ids, text} instead of streaming text")
         ("batch-tokens", "rows per prefill step (max_num_batched_tokens)", cxxopts::value<int32_t>()->default_value("512"))
         ("block-size", "tokens per KV block", cxxopts::value<int32_t>()->default_value("16"));
     // clang-format on
+    add_constraint_options(opts, /*with_choice=*/false);
     add_device_options(opts, true);
     add_model_run_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
@@ -140,16 +105,10 @@ int cmd_run(int argc, char** argv) {
         throw UsageError("--system and --chat-template need --chat");
     if (!args.count("ignore-eos")) gen.stop_ids = default_stop_ids(*tokenizer);
     std::shared_ptr<const grammar::Grammar> grammar;
-    if (args.count("grammar-file") + args.count("regex") + args.count("json-schema") > 1)
-        throw UsageError("--grammar-file, --regex and --json-schema: one constraint at a time");
-    if (args.count("json-schema")) grammar = schema_from_file(args["json-schema"].as<std::string>());
-    if (args.count("grammar-file")) grammar = grammar_from_file(args["grammar-file"].as<std::string>());
-    if (args.count("regex")) {
-        try {
-            grammar = std::make_shared<const grammar::Grammar>(grammar::regex_grammar(args["regex"].as<std::string>()));
-        } catch (const grammar::GrammarError& e) {
-            throw UsageError(std::string("--regex: ") + e.what());
-        }
+    try {
+        grammar = constraint_from(args);
+    } catch (const UnsupportedSchema& e) {
+        throw UsageError(e.what());
     }
     const auto vocabulary = grammar ? token_vocabulary(*tokenizer) : nullptr;
 

@@ -5,6 +5,7 @@
 namespace minfer::cli {
 
 int cmd_run(int argc, char** argv);
+int cmd_grammar(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);

@@ -26,6 +26,7 @@ const Subcommand kSubcommands[] = {
     {"synth", minfer::cli::cmd_synth, "write a random-weight GGUF in the shape of a real model"},
     {"bench", minfer::cli::cmd_bench, "benchmarks: latency (prefill and decode speed), serve (load generator)"},
     {"book", minfer::cli::cmd_book, "the Learn Kernels book: serve it, or build it as a static site"},
+    {"grammar", minfer::cli::cmd_grammar, "check texts against a grammar or JSON Schema through its token masks"},
     {"chat-template", minfer::cli::cmd_chat_template, "render a chat template (a model's or a file's) for a list of messages"},
 };
 

@@ -6,7 +6,7 @@ import re
 
 import jsonschema
 
-from conftest import MODEL, SHARED, run_minfer
+from conftest import MODEL, ROOT, SHARED, run_minfer
 
 DATE = re.compile(r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")
 
@@ -88,3 +88,21 @@ def test_server_grammar_fields():
         status, _, data = s.request("POST", "/v1/completions", {"prompt": "a", "grammar": 'root ::= "x" y'})
         err = json.loads(data)["error"]
         assert status == 400 and err["message"] == "'grammar': line 1, column 14: undefined rule 'y'", data
+
+
+def test_grammar_check_walks_texts_through_the_masks(tmp_path):
+    # SmolLM2's byte-level BPE encodes a text alone as it would inside an output.
+    smol = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    schema = tmp_path / "pet.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"animal": {"enum": ["cat", "dog"]}, "legs": {"type": "integer"}},
+                                  "required": ["animal", "legs"], "additionalProperties": False}))
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("\n".join(json.dumps({"text": t}) for t in [
+        '{"animal": "cat", "legs": 4}', '{"animal":"dog","legs":-1}', '{"legs": 4, "animal": "cat"}', '{"animal": "cow", "legs": 4}']))
+    lines = [json.loads(l) for l in run_minfer("grammar", "check", smol, "--json-schema", schema, "--input", texts).stdout.splitlines()]
+    assert [l["accepted"] for l in lines[:4]] == [True, True, False, False]
+    summary = lines[4]["summary"]
+    assert summary["masks"] > 10 and summary["mask_us_p50"] > 0 and summary["compile_ms"] > 0
+    schema.write_text('{"type": "string", "format": "email"}')
+    proc = run_minfer("grammar", "check", smol, "--json-schema", schema, "--input", texts, check=False)
+    assert proc.returncode == 3 and "'format' is not supported yet" in proc.stderr
