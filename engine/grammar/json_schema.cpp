@@ -2,6 +2,7 @@
 // by parse_gbnf.
 #include "engine/grammar/json_schema.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -156,6 +157,55 @@ private:
         refuse(p + "/type", "unknown type '" + type + "'");
     }
 
+    // A rule for a JSON string that is none of `names`. Its characters are
+    // written plainly (no escapes): an escaped key could spell a name and
+    // escape that name's schema, so keys other than the named ones are held
+    // to plain characters, which rejects a few valid texts and accepts no
+    // invalid one. One rule a node of the names' trie (over code points).
+    std::string key_not_in(const std::vector<std::string>& names) {
+        struct Node {
+            std::map<uint32_t, size_t> children;
+            bool is_name = false;
+        };
+        std::vector<Node> trie(1);
+        for (const std::string& name : names) {
+            size_t node = 0;
+            bool plain = true;
+            std::vector<uint32_t> cps;
+            for (size_t i = 0; i < name.size();) {
+                const int32_t c = next_code_point(name, i);
+                if (c < 0) ++i;  // not UTF-8: never a plain key
+                const uint32_t cp = c < 0 ? 0 : uint32_t(c);
+                plain = plain && cp >= 0x20 && cp != '"' && cp != '\\';
+                cps.push_back(cp);
+            }
+            if (!plain) continue;  // it cannot be written without escapes: no plain key equals it
+            for (const uint32_t cp : cps) {
+                auto [it, added] = trie[node].children.emplace(cp, trie.size());
+                if (added) trie.emplace_back();
+                node = it->second;
+            }
+            trie[node].is_name = true;
+        }
+        const std::string id = "k" + std::to_string(keys_++) + "n";
+        auto escape = [](uint32_t cp) {  // as GBNF writes a code point in a string or class
+            char buf[16];
+            std::snprintf(buf, sizeof buf, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
+            return std::string(buf);
+        };
+        for (size_t i = 0; i < trie.size(); ++i) {
+            std::string alts, excluded;
+            if (!trie[i].is_name) alts = "\"\\\"\"";
+            for (const auto& [cp, child] : trie[i].children) {
+                alts += std::string(alts.empty() ? "" : " | ") + "\"" + escape(cp) + "\" " + id + std::to_string(child);
+                excluded += escape(cp);
+            }
+            alts += std::string(alts.empty() ? "" : " | ") + "[^\"\\\\\\x00-\\x1F" + excluded + "] [^\"\\\\\\x00-\\x1F]* \"\\\"\"";
+            rules_ += id + std::to_string(i) + " ::= " + alts + "\n";
+        }
+        return "\"\\\"\" " + id + "0";
+    }
+
     std::string array(const json::object& s, const std::string& p) {
         std::vector<std::string> prefix;
         if (s.contains("prefixItems")) {
@@ -219,11 +269,19 @@ private:
             const std::string v = extra ? rule_for(*extra, p + "/additionalProperties") : "json-value";
             return "\"{\" ws ( json-string ws \":\" ws " + v + " ws ( \",\" ws json-string ws \":\" ws " + v + " ws )* )? \"}\"";
         }
-        if (!closed)
-            refuse(p, "properties beyond 'properties' (additionalProperties not false) are not supported yet");
         // A(i): properties i.. with none written yet; B(i): with one written (a comma first).
         const size_t n = props.size();
         std::vector<std::string> a(n + 1), b(n + 1);
+        if (!closed) {
+            // Other properties come after the named ones: a key that names none of
+            // them, and a value of additionalProperties' schema.
+            std::vector<std::string> names;
+            for (const auto& pr : props) names.push_back(pr.first);
+            const std::string v = extra ? rule_for(*extra, p + "/additionalProperties") : "json-value";
+            const std::string other = key_not_in(names) + " ws \":\" ws " + v + " ws";
+            a[n] = "( " + other + " ( \",\" ws " + other + " )* )?";
+            b[n] = "( \",\" ws " + other + " )*";
+        }
         for (size_t i = n; i-- > 0;) {
             const std::string member = gbnf_literal(json::serialize(json::value(props[i].first))) + " ws \":\" ws " + props[i].second + " ws";
             const bool opt = !required.count(props[i].first);
@@ -270,6 +328,7 @@ private:
     std::map<const json::value*, std::string> names_;
     std::string rules_;
     int objects_ = 0;
+    int keys_ = 0;
 };
 
 }  // namespace

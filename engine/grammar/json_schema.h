@@ -5,8 +5,9 @@
 // Exact or refused: every keyword taken is enforced exactly; a keyword this
 // compiler cannot enforce is a GrammarError that names it and where it is (a
 // JSON pointer), never a looser grammar. Taken so far: type (and lists of
-// types), enum, const, properties, required, additionalProperties (false, or
-// a schema when there are no properties), items, prefixItems, minItems,
+// types), enum, const, properties, required, additionalProperties (false,
+// true or a schema: other properties come after the named ones, their keys
+// written without escapes, since an escaped key could spell a named one), items, prefixItems, minItems,
 // maxItems, minLength, maxLength, anyOf, allOf of one schema, $ref to "#",
 // "#/$defs/..." and "#/definitions/..." (recursion included), and the
 // annotations (title, description, default, examples, $schema, $id,

@@ -347,6 +347,14 @@ TEST_CASE("json schema: the keywords taken are enforced exactly") {
              "required": ["next"], "additionalProperties": false}}, "$ref": "#/$defs/node"})",
          {R"({"next": null})", R"({"next": {"next": {"next": null}}})"}, {R"({"next": {}})", R"({})"}},
         {R"(true)", {"1", "[{}]"}, {"x"}},
+        // Open objects: the named properties in order, then others, whose keys name none of them
+        // (written plainly: an escaped key could spell a name) and whose values follow additionalProperties.
+        {R"({"properties": {"ab": {"type": "integer"}, "é": {"type": "boolean"}}, "additionalProperties": {"type": "string"}})",
+         {R"({})", R"({"ab": 1, "x": "y"})", R"({"a": "", "abc": "", "": "", "é2": "x"})", R"({"é": true, "b": "c", "e": "d"})"},
+         {R"({"ab": "x"})", R"({"x": "y", "ab": 1})", R"({"é": "x"})", R"({"x": 1})", R"({"ab": "x"})",
+          R"({"ab": 1, "ab": "x"})"}},
+        {R"({"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]})",
+         {R"({"a": 1})", R"({"a": 1, "b": [{}], "c": null})"}, {R"({"b": 1})", R"({"a": 2})", R"({"a": 1, "a": 2})"}},
     };
     for (const auto& c : cases) check_cases(c, schema_of);
 }
@@ -356,7 +364,7 @@ TEST_CASE("json schema: what it cannot enforce is refused, naming the keyword an
         {R"({"type": "string", "pattern": "^a"})", "at '#': 'pattern' is not supported yet"},
         {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "additionalProperties": false})",
          "at '#/properties/a': 'minimum' is not supported yet"},
-        {R"({"type": "object", "properties": {"a": {}}})", "additionalProperties not false"},
+        {R"({"type": "object", "patternProperties": {"^a": {}}})", "'patternProperties' is not supported yet"},
         {R"({"type": "array", "items": false, "minItems": 1})", "'minItems' needs more items"},
         {R"({"$ref": "#/$defs/none"})", "points at nothing"},
         {R"(false)", "matches nothing"},
