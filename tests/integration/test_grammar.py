@@ -99,10 +99,51 @@ def test_grammar_check_walks_texts_through_the_masks(tmp_path):
     texts = tmp_path / "texts.jsonl"
     texts.write_text("\n".join(json.dumps({"text": t}) for t in [
         '{"animal": "cat", "legs": 4}', '{"animal":"dog","legs":-1}', '{"legs": 4, "animal": "cat"}', '{"animal": "cow", "legs": 4}']))
-    lines = [json.loads(l) for l in run_minfer("grammar", "check", smol, "--json-schema", schema, "--input", texts).stdout.splitlines()]
+    lines = [json.loads(l) for l in run_minfer("grammar", "check", smol, "--json-schema", schema, "--input", texts, "--json").stdout.splitlines()]
     assert [l["accepted"] for l in lines[:4]] == [True, True, False, False]
     summary = lines[4]["summary"]
     assert summary["masks"] > 10 and summary["mask_us_p50"] > 0 and summary["compile_ms"] > 0
     schema.write_text('{"type": "string", "format": "email"}')
     proc = run_minfer("grammar", "check", smol, "--json-schema", schema, "--input", texts, check=False)
     assert proc.returncode == 3 and "'format' is not supported yet" in proc.stderr
+
+
+SUITE = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12"
+BASELINE = ROOT / "tests" / "integration" / "data" / "json_schema_suite_baseline.json"
+
+
+def test_json_schema_test_suite_ratchet(capsys):
+    """The JSON-Schema-Test-Suite through `minfer grammar bench` (SmolLM2's
+    tokenizer, every instance walked through the token masks), llguidance's
+    way: the baseline lists the schemas that compile and how many of their
+    valid instances are accepted. No invalid instance may ever be accepted;
+    a schema that stops compiling or a valid instance no longer accepted is a
+    regression; an improvement is reported (MINFER_UPDATE_RATCHET=1 writes it
+    into the baseline)."""
+    import collections
+    import os
+    smol = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    lines = [json.loads(l) for l in run_minfer("grammar", "bench", smol, SUITE, "--json", timeout=600).stdout.splitlines()]
+    summary = lines.pop()["summary"]
+    assert summary["invalid_accepted"] == 0, [l for l in lines if l.get("invalid_accepted")]
+    now = {f"{l['file']}#{l['case']}": l["valid_accepted"] for l in lines if l["compiled"]}
+    baseline = json.loads(BASELINE.read_text())
+    lost = sorted(k for k in baseline if k not in now)
+    worse = sorted(k for k in baseline if k in now and now[k] < baseline[k])
+    better = sorted(k for k in now if k not in baseline or now[k] > baseline[k])
+    refused = collections.Counter()
+    for l in lines:
+        if not l["compiled"]:
+            why = l["error"].split("': ", 1)[-1]  # past "at '#/pointer'"
+            m = re.match(r"'([$\w]+)'", why)
+            refused[m.group(1) if m else " ".join(why.split()[:4])] += 1
+    with capsys.disabled():
+        print(f"\nJSON-Schema-Test-Suite: {summary['compiled']} of {summary['schemas']} schemas compile; "
+              f"{summary['valid_accepted']} of {summary['valid']} valid instances accepted, "
+              f"{summary['invalid_accepted']} of {summary['invalid']} invalid; refused by keyword: "
+              + ", ".join(f"{k} {n}" for k, n in refused.most_common()))
+        if better:
+            print(f"improved over the baseline: {better}")
+    if better and os.environ.get("MINFER_UPDATE_RATCHET") == "1":
+        BASELINE.write_text(json.dumps(dict(sorted(now.items())), indent=0) + "\n")
+    assert not lost and not worse, f"no longer compiles: {lost}; fewer valid instances accepted: {worse}"
