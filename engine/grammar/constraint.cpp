@@ -8,7 +8,11 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes) : bytes(s
 
 Constraint::Constraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
                        std::vector<GrammarTrigger> triggers)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), triggers_(std::move(triggers)), recognizer_(*grammar_) {}
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      triggers_(std::move(triggers)),
+      recognizer_(*grammar_),
+      masks_(std::make_shared<GrammarMasks>(grammar_, vocab_->trie, vocab_->masks)) {}
 
 // The recognizer keeps a reference to the grammar, which the copy shares.
 Constraint::Constraint(const Constraint& other) = default;
@@ -18,7 +22,7 @@ void Constraint::mask(std::vector<uint32_t>& bits, std::span<const int32_t> end_
         bits.clear();
         return;
     }
-    vocab_->trie.allowed(recognizer_, bits);
+    masks_->allowed(recognizer_, bits);
     if (recognizer_.accepting())
         for (const int32_t id : end_ids)
             if (id >= 0 && size_t(id) / 32 < bits.size()) bits[size_t(id) / 32] |= 1u << (id % 32);

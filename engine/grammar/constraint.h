@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/grammar/earley.h"
+#include "engine/grammar/mask_cache.h"
 #include "engine/grammar/token_mask.h"
 
 namespace minfer::grammar {
@@ -24,6 +25,7 @@ namespace minfer::grammar {
 struct TokenVocabulary {
     std::vector<std::string> bytes;  // each token's bytes; empty: never allowed (control tokens)
     TokenTrie trie;
+    mutable MaskCache masks;         // the positions' splits, shared by every grammar (mask_cache.h)
     explicit TokenVocabulary(std::vector<std::string> token_bytes);
 };
 
@@ -67,6 +69,7 @@ private:
         size_t fed;         // bytes it fed the recognizer
     };
     std::vector<Step> steps_;  // one per accepted token
+    std::shared_ptr<GrammarMasks> masks_;  // shared with copies
     std::string text_;         // a lazy grammar's text until it triggers
 };
 

@@ -1,6 +1,7 @@
 #include "engine/grammar/earley.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace minfer::grammar {
 
@@ -19,8 +20,18 @@ Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(g.rules.size(), fals
                 }
         }
     }
+    uint32_t positions = 0;
+    for (const Rule& rule : g.rules) {
+        first_alt_.push_back(int32_t(alt_base_.size()));
+        for (const Sequence& alt : rule.alternatives) {
+            alt_base_.push_back(positions);
+            positions += uint32_t(alt.size()) + 1;
+        }
+    }
+    stamp_.assign(positions, UINT32_MAX);
     sets_.emplace_back();
-    for (int32_t a = 0; a < int32_t(g.rules[size_t(g.root)].alternatives.size()); ++a) add(sets_[0], {g.root, a, 0, 0});
+    generation_.push_back(next_generation_++);
+    for (int32_t a = 0; a < int32_t(g.rules[size_t(g.root)].alternatives.size()); ++a) add(0, {g.root, a, 0, 0});
     close(0);
 }
 
@@ -29,28 +40,31 @@ const Symbol* Recognizer::next_symbol(const Item& it) const {
     return size_t(it.dot) < seq.size() ? &seq[size_t(it.dot)] : nullptr;
 }
 
-void Recognizer::add(Set& set, const Item& it) {
-    if (std::find(set.begin(), set.end(), it) == set.end()) set.push_back(it);
+void Recognizer::add(size_t at, const Item& it) {
+    Set& set = sets_[at];
+    uint32_t& stamp = stamp_[position_id(it)];
+    if (stamp == generation_[at] && std::find(set.begin(), set.end(), it) != set.end()) return;
+    stamp = generation_[at];
+    set.push_back(it);
 }
 
 void Recognizer::close(size_t at) {
-    Set& set = sets_[at];
     // The set grows while it is walked; indices stay valid.
-    for (size_t i = 0; i < set.size(); ++i) {
-        const Item it = set[i];
+    for (size_t i = 0; i < sets_[at].size(); ++i) {
+        const Item it = sets_[at][i];
         const Symbol* next = next_symbol(it);
         if (next && next->kind == Symbol::Kind::Rule) {
             const int32_t b = next->index;
-            for (int32_t a = 0; a < int32_t(g_.rules[size_t(b)].alternatives.size()); ++a) add(set, {b, a, 0, int32_t(at)});
+            for (int32_t a = 0; a < int32_t(g_.rules[size_t(b)].alternatives.size()); ++a) add(at, {b, a, 0, int32_t(at)});
             // Aycock and Horspool: a nullable rule may be stepped over at once.
-            if (nullable_[size_t(b)]) add(set, {it.rule, it.alt, it.dot + 1, it.origin});
+            if (nullable_[size_t(b)]) add(at, {it.rule, it.alt, it.dot + 1, it.origin});
         } else if (!next) {
             // Complete: every item that waited for this rule where it began moves on.
-            const Set& from = sets_[size_t(it.origin)];
-            for (size_t j = 0; j < from.size(); ++j) {
-                const Item w = from[j];
+            // (When origin == at the set grows as it is walked: index, not reference.)
+            for (size_t j = 0; j < sets_[size_t(it.origin)].size(); ++j) {
+                const Item w = sets_[size_t(it.origin)][j];
                 const Symbol* s = next_symbol(w);
-                if (s && s->kind == Symbol::Kind::Rule && s->index == it.rule) add(set, {w.rule, w.alt, w.dot + 1, w.origin});
+                if (s && s->kind == Symbol::Kind::Rule && s->index == it.rule) add(at, {w.rule, w.alt, w.dot + 1, w.origin});
             }
         }
     }
@@ -72,7 +86,11 @@ bool Recognizer::scan(uint32_t cp) {
             next.push_back({it.rule, it.alt, it.dot + 1, it.origin});
     }
     if (next.empty()) return false;
+    // Advancing distinct items gives distinct items: no search, only stamps.
+    const uint32_t gen = next_generation_++;
+    for (const Item& it : next) stamp_[position_id(it)] = gen;
     sets_.push_back(std::move(next));
+    generation_.push_back(gen);
     close(sets_.size() - 1);
     return true;
 }
@@ -139,10 +157,22 @@ bool Recognizer::accepting() const {
     return false;
 }
 
+std::vector<Recognizer::Position> Recognizer::positions() const {
+    std::vector<Position> out;
+    for (const Item& it : sets_.back()) {
+        const Position p{it.rule, it.alt, it.dot};
+        if (next_symbol(it) && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+    return out;
+}
+
 void Recognizer::rollback(size_t bytes) {
     bytes = std::min(bytes, history_.size());
     for (size_t i = 0; i < bytes; ++i) {
-        if (history_.back().completed) sets_.pop_back();
+        if (history_.back().completed) {
+            sets_.pop_back();
+            generation_.pop_back();
+        }
         history_.pop_back();
     }
 }

@@ -36,6 +36,18 @@ public:
     // Undoes the last `bytes` bytes (at most size()).
     void rollback(size_t bytes);
 
+    // Where the text stands in the grammar: the (rule, alternative, dot) of
+    // every item of the last set that is not complete, each once. What may
+    // follow the text is what may follow one of them (token_mask.h).
+    struct Position {
+        int32_t rule, alt, dot;
+        bool operator==(const Position&) const = default;
+    };
+    std::vector<Position> positions() const;
+    // The last byte fed left a character unfinished (positions() then says
+    // where the character started, not where its next byte may go).
+    bool mid_character() const { return !history_.empty() && history_.back().pending_len > 0; }
+
 private:
     struct Item {
         int32_t rule, alt, dot, origin;
@@ -49,7 +61,8 @@ private:
     };
 
     const Symbol* next_symbol(const Item& it) const;
-    void add(Set& set, const Item& it);
+    void add(size_t at, const Item& it);
+    uint32_t position_id(const Item& it) const { return alt_base_[size_t(first_alt_[size_t(it.rule)] + it.alt)] + uint32_t(it.dot); }
     void close(size_t at);  // predictions and completions of sets_[at]
     bool scan(uint32_t cp);  // a whole character
     // Some class expected now holds a code point in [lo, hi].
@@ -59,6 +72,14 @@ private:
     std::vector<bool> nullable_;
     std::vector<Set> sets_;
     std::vector<Byte> history_;
+    // Whether a set may hold an item of a position, without a search: each set
+    // gets a fresh generation, and stamp_[position] is the generation of the
+    // last set that took an item there (only then is the set searched).
+    std::vector<int32_t> first_alt_;   // per rule: its first alternative's index in alt_base_
+    std::vector<uint32_t> alt_base_;   // per alternative: the id of its dot-0 position
+    std::vector<uint32_t> stamp_;      // per position
+    std::vector<uint32_t> generation_; // per set
+    uint32_t next_generation_ = 0;
 };
 
 }  // namespace minfer::grammar

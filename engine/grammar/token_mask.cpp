@@ -24,6 +24,8 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : vocab_(int32_t(byt
         // Tokens that end here sort first (shortest).
         const uint32_t first_token = uint32_t(tokens_.size());
         while (i < p.end && bytes[size_t(ids[i])].size() == p.depth) tokens_.push_back(ids[i++]);
+        nodes_[p.node].subtree_begin = uint32_t(p.begin);
+        nodes_[p.node].subtree_end = uint32_t(p.end);
         nodes_[p.node].first_token = first_token;
         nodes_[p.node].num_tokens = uint32_t(tokens_.size()) - first_token;
         nodes_[p.node].first_child = uint32_t(nodes_.size());
@@ -39,6 +41,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : vocab_(int32_t(byt
             i = j;
         }
     }
+    sorted_ = std::move(ids);
+    rank_.assign(size_t(vocab_), 0);
+    for (size_t i = 0; i < sorted_.size(); ++i) rank_[size_t(sorted_[i])] = uint32_t(i);
 }
 
 void TokenTrie::walk(uint32_t node, Recognizer& r, std::vector<uint32_t>& mask) const {
@@ -56,6 +61,69 @@ void TokenTrie::walk(uint32_t node, Recognizer& r, std::vector<uint32_t>& mask) 
 void TokenTrie::allowed(Recognizer& r, std::vector<uint32_t>& mask) const {
     mask.assign((size_t(vocab_) + 31) / 32, 0u);
     walk(0, r, mask);
+}
+
+}  // namespace minfer::grammar
+
+namespace minfer::grammar {
+
+void TokenTrie::classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
+                              std::vector<uint32_t>& uncertain) const {
+    const Node& n = nodes_[node];
+    for (uint32_t c = n.first_child; c < n.first_child + n.num_children; ++c) {
+        const Node& child = nodes_[c];
+        if (!r.feed(child.byte)) {
+            // The rest could have ended earlier on this path: what encloses it decides.
+            if (ended)
+                for (uint32_t k = child.subtree_begin; k < child.subtree_end; ++k) uncertain[k / 32] |= 1u << (k % 32);
+            continue;
+        }
+        for (uint32_t t = child.first_token; t < child.first_token + child.num_tokens; ++t)
+            sure[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
+        classify_walk(c, ended || r.accepting(), r, sure, uncertain);
+        r.rollback(1);
+    }
+}
+
+void TokenTrie::classify(Recognizer& rest, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const {
+    sure.assign((size_t(vocab_) + 31) / 32, 0u);
+    uncertain.assign((sorted_.size() + 31) / 32, 0u);
+    classify_walk(0, false, rest, sure, uncertain);
+}
+
+}  // namespace minfer::grammar
+
+namespace minfer::grammar {
+
+// [lo, hi): the sorted ranks of the wanted tokens in this node's subtree.
+void TokenTrie::walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, const uint32_t* hi,
+                           std::vector<uint32_t>& mask) const {
+    const Node& n = nodes_[node];
+    for (uint32_t c = n.first_child; c < n.first_child + n.num_children && lo != hi; ++c) {
+        const Node& child = nodes_[c];
+        while (lo != hi && *lo < child.subtree_begin) ++lo;  // tokens that end at the parent
+        const uint32_t* end = lo;
+        while (end != hi && *end < child.subtree_end) ++end;
+        if (end == lo) continue;
+        if (r.feed(child.byte)) {
+            for (uint32_t t = child.first_token; t < child.first_token + child.num_tokens; ++t)
+                mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
+            walk_among(c, r, lo, end, mask);
+            r.rollback(1);
+        }
+        lo = end;
+    }
+}
+
+void TokenTrie::allowed_among(Recognizer& r, const std::vector<uint32_t>& ranks, std::vector<uint32_t>& mask) const {
+    std::vector<uint32_t> wanted;  // in rank order, as the walk meets them
+    for (size_t w = 0; w < ranks.size(); ++w)
+        for (uint32_t bits = ranks[w]; bits; bits &= bits - 1) {
+            const uint32_t k = uint32_t(w * 32) + uint32_t(__builtin_ctz(bits));
+            const int32_t id = sorted_[k];
+            if (!(mask[size_t(id) / 32] >> (id % 32) & 1u)) wanted.push_back(k);
+        }
+    walk_among(0, r, wanted.data(), wanted.data() + wanted.size(), mask);
 }
 
 }  // namespace minfer::grammar

@@ -30,17 +30,36 @@ public:
     // adds the end-of-sequence tokens when r.accepting().
     void allowed(Recognizer& r, std::vector<uint32_t>& mask) const;
 
+    // For a recognizer of one grammar position's rest (mask_cache.h): `sure`
+    // gets the tokens it takes whole (bits by id); `uncertain` the tokens it
+    // refuses after it could have ended (having taken at least one byte),
+    // which the rules around the position must decide (bits by rank: a
+    // token's index in byte order, so that a trie subtree is a range).
+    void classify(Recognizer& rest, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+
+    // Sets (never clears) the bits of the tokens the recognizer takes whole
+    // among those whose rank bit is set in `ranks` and whose mask bit is not
+    // yet; walks only the trie paths that lead to them, so a prefix they
+    // share is fed once.
+    void allowed_among(Recognizer& r, const std::vector<uint32_t>& ranks, std::vector<uint32_t>& mask) const;
+
 private:
     struct Node {
         uint32_t first_child = 0, num_children = 0;  // children are consecutive, sorted by byte
         uint32_t first_token = 0, num_tokens = 0;    // into tokens_: the ids that end here
+        uint32_t subtree_begin = 0, subtree_end = 0; // into sorted_: the ids at and below this node
         uint8_t byte = 0;
     };
     void walk(uint32_t node, Recognizer& r, std::vector<uint32_t>& mask) const;
+    void walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, const uint32_t* hi, std::vector<uint32_t>& mask) const;
+    void classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
+                       std::vector<uint32_t>& uncertain) const;
 
     int32_t vocab_ = 0;
     std::vector<Node> nodes_;  // nodes_[0] is the root (the empty prefix)
     std::vector<int32_t> tokens_;
+    std::vector<int32_t> sorted_;  // the ids sorted by their bytes
+    std::vector<uint32_t> rank_;   // id -> its index in sorted_
 };
 
 }  // namespace minfer::grammar

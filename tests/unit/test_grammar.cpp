@@ -19,6 +19,7 @@
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
 #include "engine/grammar/json_schema.h"
+#include "engine/grammar/mask_cache.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_mask.h"
 #include "engine/gguf/gguf.h"
@@ -483,4 +484,54 @@ TEST_CASE("constraint: a lazy grammar is free until its trigger, holds from ther
     CHECK_FALSE(first.accept(0));  // the grammar holds now
     CHECK(first.accept(4));
     CHECK(first.can_only_end());
+}
+
+TEST_CASE("mask cache: the masks from the positions' splits are the plain walk's, step by step, on a real vocabulary") {
+    const std::string dir = std::string(MINFER_SHARED_DIR) + "/grammars/";
+    const auto cases = boost::json::parse(read_file(dir + "cases.json")).as_object();
+    const auto file = minfer::GGUFFile::open(std::string(MINFER_SHARED_DIR) + "/vocab/ggml-vocab-gpt-2.gguf");
+    const auto tok = minfer::Tokenizer::from_gguf(file);
+    std::vector<std::string> bytes(size_t(tok->vocab_size()));
+    for (int32_t i = 0; i < tok->vocab_size(); ++i)
+        if (tok->token_type(i) != minfer::TokenType::Control) bytes[size_t(i)] = tok->token_to_piece(i);
+    const TokenTrie trie(bytes);
+    MaskCache cache;
+    std::vector<std::pair<std::shared_ptr<const Grammar>, std::vector<std::string>>> grammars;
+    for (const auto& [file_name, c] : cases) {
+        std::vector<std::string> texts;
+        for (const char* kind : {"accept", "reject"})
+            for (const auto& t : c.at(kind).as_array()) texts.emplace_back(t.as_string());
+        grammars.emplace_back(std::make_shared<const Grammar>(parse_gbnf(read_file(dir + std::string(file_name)))), texts);
+    }
+    grammars.emplace_back(std::make_shared<const Grammar>(json_schema_grammar(boost::json::parse(
+                              R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                  "tags": {"type": "array", "items": {"enum": ["a", "b\"c"]}}}, "additionalProperties": {"type": "number"}})"))),
+                          std::vector<std::string>{R"({"name": "Ann \"A\" é", "tags": ["b\"c"], "x": -1.5e2})", R"({"name": "toolongforthis"})"});
+    int steps = 0, mismatched_steps = 0;
+    double cached_us = 0, plain_us = 0, warm_us = 0;
+    for (int pass = 0; pass < 2; ++pass)  // the second with every split computed
+    for (const auto& [g, texts] : grammars) {
+        GrammarMasks masks(g, trie, cache);
+        for (const std::string& text : texts) {
+            Recognizer r(*g);
+            std::vector<uint32_t> want, got;
+            for (const int32_t id : tok->encode(text, false)) {
+                auto t0 = std::chrono::steady_clock::now();
+                trie.allowed(r, want);
+                auto t1 = std::chrono::steady_clock::now();
+                masks.allowed(r, got);
+                auto t2 = std::chrono::steady_clock::now();
+                plain_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+                (pass ? warm_us : cached_us) += std::chrono::duration<double, std::micro>(t2 - t1).count();
+                ++steps;
+                mismatched_steps += want != got;
+                if (!(want[size_t(id) / 32] >> (id % 32) & 1u) || !r.feed(bytes[size_t(id)])) break;
+            }
+        }
+    }
+    CHECK(mismatched_steps == 0);
+    CHECK(steps > 300);
+    MESSAGE(steps << " steps; " << cache.size() << " splits cached; mean mask " << 2 * cached_us / steps
+                  << " us while computing splits, " << 2 * warm_us / steps << " us with them computed, " << plain_us / steps
+                  << " us the plain walk");
 }

@@ -1,0 +1,73 @@
+// Token masks by lookup: XGrammar's adaptive token-mask cache, on Earley items.
+//
+// What may follow the text is what may follow one of the recognizer's
+// positions (an incomplete item's rule, alternative and dot). For one
+// position the vocabulary splits, once, into the tokens the rest of its
+// alternative takes whole (allowed wherever the position comes up), the tokens
+// it refuses before it could have ended (never allowed through it), and the
+// uncertain ones: refused after the rest could have ended, so the enclosing
+// rules decide, and each step checks them against the recognizer. A rest that
+// may end before any byte leaves those tokens to its enclosing items, which
+// are in the same set.
+//
+// A split depends only on the rest and the rules it reaches, so it is keyed
+// by their canonical text and shared by every grammar over the vocabulary:
+// inside a JSON string the whole vocabulary is alive and the plain trie walk
+// is at its slowest, and that split is computed once per tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/grammar/earley.h"
+#include "engine/grammar/token_mask.h"
+
+namespace minfer::grammar {
+
+struct RestMask {
+    std::vector<uint32_t> sure;       // bit t: the rest takes token t whole
+    std::vector<uint32_t> uncertain;  // bit k: the enclosing rules decide the token of rank k (TokenTrie)
+    bool any_sure = false, any_uncertain = false;
+};
+
+// The splits of one vocabulary, shared by its grammars (thread-safe).
+class MaskCache {
+public:
+    // The split of a position of g, computed on first use.
+    std::shared_ptr<const RestMask> get(const Grammar& g, const Recognizer::Position& p, const TokenTrie& trie);
+    size_t size() const;
+    // Computes the split of every position of g now (a tokenizer's common
+    // grammar, such as any JSON value, before the first request needs it).
+    void warm(const Grammar& g, const TokenTrie& trie);
+
+private:
+    mutable std::mutex mu_;
+    std::unordered_map<std::string, std::shared_ptr<const RestMask>> by_rest_;
+};
+
+// One grammar's positions → their splits (skips the canonical key after the
+// first lookup); shared by the copies of a constraint.
+class GrammarMasks {
+public:
+    GrammarMasks(std::shared_ptr<const Grammar> grammar, const TokenTrie& trie, MaskCache& cache)
+        : grammar_(std::move(grammar)), trie_(trie), cache_(cache) {}
+
+    // Bit t of mask for every token r takes whole (what TokenTrie::allowed
+    // gives), from the splits of r's positions. r is left as it was.
+    void allowed(Recognizer& r, std::vector<uint32_t>& mask);
+
+private:
+    std::shared_ptr<const RestMask> split(const Recognizer::Position& p);
+
+    std::shared_ptr<const Grammar> grammar_;
+    const TokenTrie& trie_;
+    MaskCache& cache_;
+    std::mutex mu_;
+    std::unordered_map<uint64_t, std::shared_ptr<const RestMask>> by_position_;
+};
+
+}  // namespace minfer::grammar
