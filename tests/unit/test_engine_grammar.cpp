@@ -93,3 +93,24 @@ TEST_CASE("engine: a character no token spells whole comes from byte tokens") {
         }
     }
 }
+
+TEST_CASE("engine: a constrained request that finds its prompt in the prefix cache generates what it did without") {
+    auto words = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= (" " [a-z]+){2,8} ".")"));
+    std::mt19937 rng(11);
+    Job j;
+    j.prompt = random_prompt(rng, 70);  // several blocks of 16
+    j.options.max_tokens = 40;
+    j.options.grammar = words;
+    j.options.has_seed = true;
+    j.options.sampling.seed = 5;
+    j.options.sampling.temperature = 0.8f;
+    const Result first = run_alone(j, small_config());
+    EngineStats st;
+    // The same request twice, the second arriving after the first has finished its prompt.
+    const auto twice = run({j, j}, small_config(), &st, {0, 40});
+    CHECK(st.prefix_cache_hits >= 64);
+    for (const Result& r : twice) {
+        CHECK(r.samples.at(0).tokens == first.samples.at(0).tokens);
+        CHECK(is_sentence(*words, r.samples.at(0).text, r.samples.at(0).finish_reason == "stop"));
+    }
+}
