@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/core/llm_engine.h"
-#include "engine/grammar/gbnf.h"
 #include "engine/grammar/json_schema.h"
 
 namespace minfer {
@@ -134,7 +133,7 @@ void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, Gener
         if (tools.choice == ToolRequest::Choice::Named && name_of(t) != tools.named) continue;
         json::value parameters = parameters_of(t);
         try {
-            grammar::json_schema_gbnf(parameters, "root");  // can it be enforced?
+            grammar::json_schema_grammar(parameters);  // can it be enforced?
         } catch (const grammar::GrammarError& e) {
             const std::string where = "'tools[" + std::to_string(i) + "].function.parameters': " + e.what();
             if (strict) bad(where);
@@ -145,9 +144,9 @@ void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, Gener
         calls.push_back(call_schema(name_of(t), std::move(parameters), arguments_key));
     }
     const json::value schema = json::object{{"anyOf", std::move(calls)}};
-    std::string gbnf = calls_gbnf(format, tools.parallel) + grammar::json_schema_gbnf(schema, "call");
     try {
-        options.grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf));
+        options.grammar = std::make_shared<const grammar::Grammar>(
+            grammar::json_schema_grammar(schema, calls_gbnf(format, tools.parallel), "call"));
     } catch (const grammar::GrammarError& e) {
         bad(std::string("'tools': the calls' grammar fails: ") + e.what());
     }

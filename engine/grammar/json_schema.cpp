@@ -2,6 +2,7 @@
 // by parse_gbnf.
 #include "engine/grammar/json_schema.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/regex.h"
 
 namespace minfer::grammar {
 
@@ -64,7 +66,8 @@ private:
             const std::string k(key);
             static const std::set<std::string> kTaken = {
                 "type",     "enum",      "const",    "properties", "required", "additionalProperties", "items",
-                "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "anyOf",    "allOf",  "$ref"};
+                "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "anyOf",    "allOf",  "$ref",
+                "pattern",  "format"};
             if (!kTaken.count(k) && !kAnnotations.count(k)) refuse(p, "'" + k + "' is not supported yet");
         }
         if (s.contains("$ref")) {
@@ -117,7 +120,7 @@ private:
             types = {"object"};
         } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
             types = {"array"};
-        } else if (s.contains("minLength") || s.contains("maxLength")) {
+        } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
             types = {"string"};
         } else {
             return "json-value";
@@ -147,6 +150,7 @@ private:
         if (type == "integer") return "json-integer";
         if (type == "number") return "json-number";
         if (type == "string") {
+            if (s.contains("pattern") || s.contains("format")) return patterned_string(s, p);
             const int64_t lo = count(s, "minLength", p, 0), hi = count(s, "maxLength", p, -1);
             if (hi >= 0 && hi < lo) refuse(p, "'maxLength' is below 'minLength'");
             if (lo == 0 && hi < 0) return "json-string";
@@ -204,6 +208,88 @@ private:
             rules_ += id + std::to_string(i) + " ::= " + alts + "\n";
         }
         return "\"\\\"\" " + id + "0";
+    }
+
+    // A string under `pattern` or `format`: the regex's rule (pN, its classes
+    // held to plain characters after parsing: restrict_patterns), with any
+    // plain characters around it where the pattern is not anchored.
+    std::string patterned_string(const json::object& s, const std::string& p) {
+        if (s.contains("minLength") || s.contains("maxLength"))
+            refuse(p, "'pattern' or 'format' beside 'minLength' or 'maxLength' is not supported yet");
+        if (s.contains("pattern") && s.contains("format")) refuse(p, "'pattern' beside 'format' is not supported yet");
+        std::string re;
+        if (s.contains("pattern")) {
+            if (!s.at("pattern").is_string()) refuse(p + "/pattern", "'pattern' must be a string");
+            re = s.at("pattern").get_string();
+        } else {
+            if (!s.at("format").is_string()) refuse(p + "/format", "'format' must be a string");
+            re = format_regex(std::string(s.at("format").get_string()), p);
+        }
+        const std::string at = s.contains("pattern") ? p + "/pattern" : p + "/format";
+        const auto [start, end] = anchors(re, at);
+        std::string body;
+        try {
+            body = regex_gbnf(re);
+        } catch (const GrammarError& e) {
+            refuse(at, std::string("'pattern': ") + e.what());
+        }
+        const std::string name = "p" + std::to_string(pattern_rules_.size());
+        pattern_rules_.push_back(name);
+        rules_ += name + " ::= " + body + "\n";
+        const char* plain = "[^\"\\\\\\x00-\\x1F]*";
+        return std::string("\"\\\"\" ") + (start ? "" : std::string(plain) + " ") + name + (end ? "" : std::string(" ") + plain) + " \"\\\"\"";
+    }
+
+    // Whether a pattern is anchored at its start (^) and end ($); an anchor
+    // anywhere else, or beside a top-level alternation, is refused (its
+    // meaning would differ from branch to branch).
+    static std::pair<bool, bool> anchors(const std::string& re, const std::string& at) {
+        bool in_class = false, alternation = false, misplaced = false;
+        int depth = 0;
+        for (size_t i = 0; i < re.size(); ++i) {
+            const char c = re[i];
+            if (c == '\\') {
+                ++i;
+            } else if (in_class) {
+                in_class = c != ']';
+            } else if (c == '[') {
+                in_class = true;
+            } else if (c == '(') {
+                ++depth;
+            } else if (c == ')') {
+                --depth;
+            } else if (c == '|' && depth == 0) {
+                alternation = true;
+            } else if ((c == '^' && i != 0) || (c == '$' && i + 1 != re.size())) {
+                misplaced = true;
+            }
+        }
+        const bool start = !re.empty() && re[0] == '^';
+        const bool end = re.size() >= 2 ? re.back() == '$' && re[re.size() - 2] != '\\' : re == "$";
+        if (misplaced || (alternation && (start || end)))
+            refuse(at, "anchors ('^', '$') other than around the whole pattern are not supported yet");
+        return {start, end};
+    }
+
+    // The formats taken, as anchored patterns of what RFC 3339 and friends allow
+    // (no leap seconds, an upper-case T and Z, dot-atom e-mail addresses).
+    static std::string format_regex(const std::string& format, const std::string& p) {
+        static const std::string kDate =
+            "(\\d{4}-(0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|\\d{4}-(0[469]|11)-(0[1-9]|[12]\\d|30)|"
+            "\\d{4}-02-(0[1-9]|1\\d|2[0-8])|(\\d\\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)";
+        static const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
+        static const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+        static const std::string kAtom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+        static const std::string kLabel = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?";
+        static const std::string kUriChar = "([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})";
+        if (format == "date") return "^" + kDate + "$";
+        if (format == "time") return "^" + kTime + "$";
+        if (format == "date-time") return "^" + kDate + "T" + kTime + "$";
+        if (format == "uuid") return "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+        if (format == "ipv4") return "^" + kOctet + "(\\." + kOctet + "){3}$";
+        if (format == "email") return "^" + kAtom + "(\\." + kAtom + ")*@" + kLabel + "(\\." + kLabel + ")*$";
+        if (format == "uri") return "^[A-Za-z][A-Za-z0-9+.-]*:" + kUriChar + "*(#" + kUriChar + "*)?$";
+        refuse(p + "/format", "format '" + format + "' is not supported yet");
     }
 
     std::string array(const json::object& s, const std::string& p) {
@@ -329,21 +415,48 @@ private:
     std::string rules_;
     int objects_ = 0;
     int keys_ = 0;
+
+public:
+    std::vector<std::string> pattern_rules_;  // pN: their classes are held to plain characters
 };
+
+// A pattern's characters inside a JSON string, written plainly: not '"', '\\'
+// or a control character (those would need escapes, which the pattern's
+// classes do not spell).
+void restrict_patterns(Grammar& g, const std::vector<std::string>& pattern_rules) {
+    for (Rule& rule : g.rules) {
+        const bool in_pattern = std::any_of(pattern_rules.begin(), pattern_rules.end(), [&](const std::string& p) {
+            return rule.name == p || rule.name.starts_with(p + "_");
+        });
+        if (!in_pattern) continue;
+        for (Sequence& alt : rule.alternatives)
+            for (Symbol& sym : alt) {
+                if (sym.kind != Symbol::Kind::Char) continue;
+                CharClass& c = g.classes[size_t(sym.index)];
+                std::vector<std::pair<uint32_t, uint32_t>> kept;
+                for (const auto& [lo, hi] : c.ranges)
+                    for (const auto& [alo, ahi] : {std::pair<uint32_t, uint32_t>{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodePoint}})
+                        if (std::max(lo, alo) <= std::min(hi, ahi)) kept.emplace_back(std::max(lo, alo), std::min(hi, ahi));
+                c.ranges = std::move(kept);
+            }
+    }
+}
 
 }  // namespace
 
-std::string json_schema_gbnf(const json::value& schema, std::string_view root_name) {
-    return Compiler(schema).compile(root_name);
-}
-
-Grammar json_schema_grammar(const json::value& schema) {
-    const std::string gbnf = json_schema_gbnf(schema, "root");
+Grammar json_schema_grammar(const json::value& schema, std::string_view wrapper, std::string_view schema_rule) {
+    Compiler compiler(schema);
+    const std::string gbnf = std::string(wrapper) + compiler.compile(schema_rule);
+    Grammar g;
     try {
-        return parse_gbnf(gbnf);
+        g = parse_gbnf(gbnf);
     } catch (const GrammarError& e) {
         throw GrammarError(0, 0, std::string("the schema compiles to a grammar that fails: ") + e.what());
     }
+    restrict_patterns(g, compiler.pattern_rules_);
+    return g;
 }
+
+Grammar json_schema_grammar(const json::value& schema) { return json_schema_grammar(schema, "", "root"); }
 
 }  // namespace minfer::grammar

@@ -15,7 +15,11 @@
 // MaskBench have it); between tokens, whitespace as pretty-printers write it:
 // nothing, a space, or a line break and up to 20 spaces or tabs (as llama.cpp's
 // schema grammars bound it, so that a model cannot pad forever); none before
-// the value or after it.
+// the value or after it. pattern (ECMAScript, as regex.h takes it; unanchored
+// unless it begins with ^ and ends with $) and format (date, time, date-time,
+// email, uuid, uri, ipv4, ipv6 not) hold strings written plainly: a string
+// under them has no escapes, which rejects a few valid texts and accepts no
+// invalid one; they are refused beside minLength or maxLength.
 #pragma once
 
 #include <boost/json.hpp>
@@ -29,10 +33,10 @@ namespace minfer::grammar {
 
 Grammar json_schema_grammar(const boost::json::value& schema);
 
-// The same as GBNF source, for front ends that embed a schema in a larger
-// grammar (tool calls): `root_name ::= ...` first, then its rules, the JSON
-// pieces among them (ws, json-string, json-value, ... and s0, s1, ... one a
-// subschema), so an embedding must not define those names.
-std::string json_schema_gbnf(const boost::json::value& schema, std::string_view root_name);
+// The same embedded in a larger grammar (tool calls): the schema's rule is
+// named `schema_rule`, and `wrapper` (GBNF) defines `root` around it. The
+// schema's own rules are named s0, s1, ..., ws, json-string, json-value and
+// the like; the wrapper must not define those.
+Grammar json_schema_grammar(const boost::json::value& schema, std::string_view wrapper, std::string_view schema_rule);
 
 }  // namespace minfer::grammar

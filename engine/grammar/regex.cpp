@@ -22,11 +22,13 @@ class Translator {
 public:
     explicit Translator(std::string_view re) : re_(re) {}
 
-    std::string translate() {
+    std::string translate() { return "root ::= " + expression() + "\n"; }
+
+    std::string expression() {
         if (peek() == '^') ++pos_;
         std::string body = alternatives();
         if (pos_ < re_.size()) fail(re_[pos_] == ')' ? "unmatched ')'" : "unexpected character");
-        return "root ::= " + body + "\n";
+        return body;
     }
 
 private:
@@ -225,6 +227,8 @@ private:
 };
 
 }  // namespace
+
+std::string regex_gbnf(std::string_view pattern) { return Translator(pattern).expression(); }
 
 Grammar regex_grammar(std::string_view pattern) {
     const std::string gbnf = Translator(pattern).translate();

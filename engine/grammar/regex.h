@@ -10,6 +10,7 @@
 // backreferences, lookaround, named groups, flags.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "engine/grammar/grammar.h"
@@ -17,5 +18,10 @@
 namespace minfer::grammar {
 
 Grammar regex_grammar(std::string_view pattern);
+
+// The pattern as one GBNF expression (its groups and repetitions inline), for
+// front ends that embed it (JSON Schema's pattern and format). A leading `^`
+// and trailing `$` are dropped: the caller decides what surrounds it.
+std::string regex_gbnf(std::string_view pattern);
 
 }  // namespace minfer::grammar

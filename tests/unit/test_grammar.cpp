@@ -354,6 +354,18 @@ TEST_CASE("json schema: the keywords taken are enforced exactly") {
          {R"({})", R"({"ab": 1, "x": "y"})", R"({"a": "", "abc": "", "": "", "é2": "x"})", R"({"é": true, "b": "c", "e": "d"})"},
          {R"({"ab": "x"})", R"({"x": "y", "ab": 1})", R"({"é": "x"})", R"({"x": 1})", R"({"ab": "x"})",
           R"({"ab": 1, "ab": "x"})"}},
+        // pattern: unanchored unless ^...$; the string written plainly (no escapes).
+        {R"({"type": "string", "pattern": "^[a-c]+\\d$"})", {R"("ab1")", R"("c0")"}, {R"("ab")", R"("xab1")", R"("ab1 ")", R"("a\u00621")"}},
+        {R"({"pattern": "x{2}"})", {R"("xx")", R"("axxb")", R"("é xx ")"}, {R"("x")", R"("x\"x")", R"("x\u0078")"}},
+        {R"({"type": "string", "pattern": "^a.c$"})", {R"("abc")", R"("aéc")"}, {R"("a\"c")", R"("a\\c")"}},
+        {R"({"format": "date"})", {R"("2024-02-29")", R"("2000-02-29")", R"("1999-12-31")"},
+         {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-13-01")", R"("24-01-01")"}},
+        {R"({"format": "date-time"})", {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T23:59:59.123+05:30")"},
+         {R"("2024-01-02 03:04:05Z")", R"("2024-01-02T24:00:00Z")", R"("2024-01-02T03:04:05")"}},
+        {R"({"format": "ipv4"})", {R"("192.168.0.1")", R"("0.0.0.0")", R"("255.255.255.255")"}, {R"("256.1.1.1")", R"("01.1.1.1")", R"("1.1.1")"}},
+        {R"({"format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567e89b12d3a456426614174000")"}},
+        {R"({"format": "email"})", {R"("a.b+c@example.co")", R"("x@y")"}, {R"("a..b@example.com")", R"(".a@b")", R"("a@b.")", R"("ab")"}},
+        {R"({"format": "uri"})", {R"("https://example.com/a?b=c#d")", R"("urn:isbn:0451450523")"}, {R"("//example.com")", R"("http://a b")", R"("a:b#c#d")"}},
         {R"({"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]})",
          {R"({"a": 1})", R"({"a": 1, "b": [{}], "c": null})"}, {R"({"b": 1})", R"({"a": 2})", R"({"a": 1, "a": 2})"}},
     };
@@ -362,7 +374,10 @@ TEST_CASE("json schema: the keywords taken are enforced exactly") {
 
 TEST_CASE("json schema: what it cannot enforce is refused, naming the keyword and where") {
     const std::pair<const char*, const char*> cases[] = {
-        {R"({"type": "string", "pattern": "^a"})", "at '#': 'pattern' is not supported yet"},
+        {R"({"type": "string", "pattern": "^a|b"})", "at '#/pattern': anchors"},
+        {R"x({"type": "string", "pattern": "a(?=b)"})x", "lookaround"},
+        {R"({"type": "string", "pattern": "a", "maxLength": 3})", "beside 'minLength' or 'maxLength'"},
+        {R"({"type": "string", "format": "hostname"})", "at '#/format': format 'hostname' is not supported yet"},
         {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "additionalProperties": false})",
          "at '#/properties/a': 'minimum' is not supported yet"},
         {R"({"type": "object", "patternProperties": {"^a": {}}})", "'patternProperties' is not supported yet"},
