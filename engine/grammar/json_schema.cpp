@@ -3,13 +3,16 @@
 #include "engine/grammar/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/integer_range.h"
 #include "engine/grammar/regex.h"
 
 namespace minfer::grammar {
@@ -67,7 +70,7 @@ private:
             static const std::set<std::string> kTaken = {
                 "type",     "enum",      "const",    "properties", "required", "additionalProperties", "items",
                 "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "anyOf",    "allOf",  "$ref",
-                "pattern",  "format"};
+                "pattern",  "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
             if (!kTaken.count(k) && !kAnnotations.count(k)) refuse(p, "'" + k + "' is not supported yet");
         }
         if (s.contains("$ref")) {
@@ -120,6 +123,9 @@ private:
             types = {"object"};
         } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
             types = {"array"};
+        } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                   s.contains("exclusiveMaximum")) {
+            types = {"integer"};  // (numbers and other types would be valid too: refused, not approximated)
         } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
             types = {"string"};
         } else {
@@ -147,8 +153,13 @@ private:
     std::string of_type(const std::string& type, const json::object& s, const std::string& p) {
         if (type == "null") return "\"null\"";
         if (type == "boolean") return "(\"true\" | \"false\")";
-        if (type == "integer") return "json-integer";
-        if (type == "number") return "json-number";
+        const bool bounded = s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                             s.contains("exclusiveMaximum");
+        if (type == "integer") return bounded ? integer_range(s, p) : "json-integer";
+        if (type == "number") {
+            if (bounded) refuse(p, "'minimum' and 'maximum' on numbers (not integers) are not supported yet");
+            return "json-number";
+        }
         if (type == "string") {
             if (s.contains("pattern") || s.contains("format")) return patterned_string(s, p);
             const int64_t lo = count(s, "minLength", p, 0), hi = count(s, "maxLength", p, -1);
@@ -208,6 +219,29 @@ private:
             rules_ += id + std::to_string(i) + " ::= " + alts + "\n";
         }
         return "\"\\\"\" " + id + "0";
+    }
+
+    // An integer between the bounds (exclusive ones moved in by one).
+    std::string integer_range(const json::object& s, const std::string& p) {
+        constexpr double kLimit = 9e15;  // integers a double holds exactly
+        std::optional<int64_t> lo, hi;
+        auto bound = [&](const char* key, bool lower, bool exclusive) {
+            if (!s.contains(key)) return;
+            const json::value& v = s.at(key);
+            if (!v.is_number()) refuse(p + "/" + key, std::string("'") + key + "' must be a number");
+            const double x = v.to_number<double>();
+            if (!(std::fabs(x) < kLimit)) refuse(p + "/" + key, std::string("'") + key + "' beyond 9e15 is not supported");
+            int64_t b = int64_t(lower ? std::ceil(x) : std::floor(x));
+            if (exclusive && double(b) == x) b += lower ? 1 : -1;
+            if (lower) lo = lo ? std::max(*lo, b) : b;
+            else hi = hi ? std::min(*hi, b) : b;
+        };
+        bound("minimum", true, false);
+        bound("exclusiveMinimum", true, true);
+        bound("maximum", false, false);
+        bound("exclusiveMaximum", false, true);
+        if (lo && hi && *lo > *hi) refuse(p, "no integer lies between the bounds");
+        return integer_range_gbnf(lo, hi);
     }
 
     // A string under `pattern` or `format`: the regex's rule (pN, its classes

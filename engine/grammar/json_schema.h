@@ -19,7 +19,8 @@
 // unless it begins with ^ and ends with $) and format (date, time, date-time,
 // email, uuid, uri, ipv4, ipv6 not) hold strings written plainly: a string
 // under them has no escapes, which rejects a few valid texts and accepts no
-// invalid one; they are refused beside minLength or maxLength.
+// invalid one; they are refused beside minLength or maxLength. minimum,
+// maximum and the exclusive ones bound integers (not other numbers).
 #pragma once
 
 #include <boost/json.hpp>

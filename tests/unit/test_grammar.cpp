@@ -10,6 +10,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,6 +20,7 @@
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/earley.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/integer_range.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/mask_cache.h"
 #include "engine/grammar/regex.h"
@@ -358,6 +361,11 @@ TEST_CASE("json schema: the keywords taken are enforced exactly") {
         {R"({"type": "string", "pattern": "^[a-c]+\\d$"})", {R"("ab1")", R"("c0")"}, {R"("ab")", R"("xab1")", R"("ab1 ")", R"("a\u00621")"}},
         {R"({"pattern": "x{2}"})", {R"("xx")", R"("axxb")", R"("é xx ")"}, {R"("x")", R"("x\"x")", R"("x\u0078")"}},
         {R"({"type": "string", "pattern": "^a.c$"})", {R"("abc")", R"("aéc")"}, {R"("a\"c")", R"("a\\c")"}},
+        {R"({"type": "integer", "minimum": 17, "maximum": 213})", {"17", "19", "20", "99", "100", "199", "200", "209", "213"},
+         {"16", "214", "300", "1000", "017", "-17", "0", "1.5"}},
+        {R"({"type": "integer", "exclusiveMinimum": -12, "exclusiveMaximum": 3.5})", {"-11", "-1", "0", "3"}, {"-12", "4", "-0x", "-012"}},
+        {R"({"type": ["integer", "null"], "minimum": 100})", {"100", "999", "12345678901234567890", "null"}, {"99", "-1", "0"}},
+        {R"({"maximum": -1000})", {"-1000", "-99999"}, {"-999", "0", "5"}},
         {R"({"format": "date"})", {R"("2024-02-29")", R"("2000-02-29")", R"("1999-12-31")"},
          {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-13-01")", R"("24-01-01")"}},
         {R"({"format": "date-time"})", {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T23:59:59.123+05:30")"},
@@ -378,8 +386,9 @@ TEST_CASE("json schema: what it cannot enforce is refused, naming the keyword an
         {R"x({"type": "string", "pattern": "a(?=b)"})x", "lookaround"},
         {R"({"type": "string", "pattern": "a", "maxLength": 3})", "beside 'minLength' or 'maxLength'"},
         {R"({"type": "string", "format": "hostname"})", "at '#/format': format 'hostname' is not supported yet"},
-        {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "additionalProperties": false})",
-         "at '#/properties/a': 'minimum' is not supported yet"},
+        {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}, "additionalProperties": false})",
+         "at '#/properties/a': 'minimum' and 'maximum' on numbers"},
+        {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer lies between"},
         {R"({"type": "object", "patternProperties": {"^a": {}}})", "'patternProperties' is not supported yet"},
         {R"({"type": "array", "items": false, "minItems": 1})", "'minItems' needs more items"},
         {R"({"$ref": "#/$defs/none"})", "points at nothing"},
@@ -549,4 +558,28 @@ TEST_CASE("mask cache: the masks from the positions' splits are the plain walk's
     MESSAGE(steps << " steps; " << cache.size() << " splits cached; mean mask " << 2 * cached_us / steps
                   << " us while computing splits, " << 2 * warm_us / steps << " us with them computed, " << plain_us / steps
                   << " us the plain walk");
+}
+
+TEST_CASE("integer ranges: every integer of a range and no other, on random ranges") {
+    std::mt19937_64 rng(17);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t scale = trial % 3 == 0 ? 30 : trial % 3 == 1 ? 3000 : 300000;
+        int64_t a = int64_t(rng() % uint64_t(2 * scale)) - scale, b = int64_t(rng() % uint64_t(2 * scale)) - scale;
+        if (a > b) std::swap(a, b);
+        const bool open_lo = trial % 7 == 0, open_hi = trial % 11 == 0;
+        CAPTURE(a);
+        CAPTURE(b);
+        const Grammar g = parse_gbnf("root ::= " + integer_range_gbnf(open_lo ? std::nullopt : std::optional<int64_t>(a),
+                                                                       open_hi ? std::nullopt : std::optional<int64_t>(b)));
+        for (int k = 0; k < 40; ++k) {
+            const int64_t x = int64_t(rng() % uint64_t(4 * scale)) - 2 * scale;
+            const bool in = (open_lo || x >= a) && (open_hi || x <= b);
+            CAPTURE(x);
+            CHECK(matches(g, std::to_string(x)) == in);
+        }
+        for (const int64_t x : {a, b})
+            CHECK(matches(g, std::to_string(x)));
+        CHECK_FALSE(matches(g, "-0"));
+        CHECK_FALSE(matches(g, "00"));
+    }
 }
