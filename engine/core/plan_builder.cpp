@@ -77,7 +77,7 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
 
     in.needs_logits = !prompt_rows.empty();
     in.suppressed.resize(in.num_samples);
-    in.masks.resize(in.num_samples);
+    fill_masks(in);
     for (size_t i = 0; i < in.num_samples; ++i) {
         const Sequence& seq = *in.uses[i].seq;
         const GenerationOptions& o = seq.request->options;
@@ -86,15 +86,38 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
             in.suppressed[i] = o.stop_token_ids;
             if (!o.ignore_eos) in.suppressed[i].insert(in.suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
         }
-        // A fork's first token (sample k > 0 of a fresh prompt) starts from
-        // the same grammar state as sample 0's.
-        if (seq.constraint) seq.constraint->mask(in.masks[i], o.ignore_eos ? std::span<const int32_t>{} : eos_ids_);
         const std::span<const int32_t> all(seq.tokens);
         in.sampling_rows.push_back({&o.sampling, uint64_t(in.uses[i].sample_stream), seq.num_tokens(),
                                     all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens),
                                     in.suppressed[i], in.masks[i]});
     }
     return in;
+}
+
+void PlanBuilder::fill_masks(StepInputs& in) {
+    in.masks.assign(in.num_samples, {});
+    // A fork's first token (sample k > 0 of a fresh prompt) starts from the
+    // same grammar state as sample 0's: one mask a sequence, copied to its other rows.
+    std::vector<size_t> first;  // rows whose sequence has a constraint, one a sequence
+    for (size_t i = 0; i < in.num_samples; ++i) {
+        const Sequence* seq = in.uses[i].seq;
+        if (seq->constraint && std::none_of(first.begin(), first.end(), [&](size_t f) { return in.uses[f].seq == seq; }))
+            first.push_back(i);
+    }
+    if (first.size() > 1 && !workers_) workers_ = std::make_unique<MaskWorkers>();
+    const auto one = [&](size_t k) {
+        const size_t i = first[k];
+        const Sequence& seq = *in.uses[i].seq;
+        seq.constraint->mask(in.masks[i], seq.request->options.ignore_eos ? std::span<const int32_t>{} : eos_ids_);
+    };
+    if (workers_) {
+        workers_->run(first.size(), one);
+    } else {
+        for (size_t k = 0; k < first.size(); ++k) one(k);
+    }
+    for (size_t i = 0; i < in.num_samples; ++i)
+        for (const size_t f : first)
+            if (f != i && in.uses[f].seq == in.uses[i].seq) in.masks[i] = in.masks[f];
 }
 
 }  // namespace minfer

@@ -11,13 +11,16 @@
 //    1 + k rows, each of which wants logits (add_logits_row per row, a
 //    LogitsUse per row with its sample stream);
 //  - grammars: a sequence's constraint state fills SamplingRow::allowed_mask
-//    here, and the OutputProcessor advances it with the token it accepts.
+//    here (a batch's masks on MaskWorkers' threads), and the OutputProcessor
+//    advances it with the token it accepts.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "engine/core/mask_workers.h"
 #include "engine/core/sequence.h"
 #include "kernels/sampling.h"
 #include "kernels/step_plan.h"
@@ -66,8 +69,13 @@ public:
     StepPlan finish();
 
 private:
+    // Each constrained sample's allowed tokens, the sequences' masks computed
+    // on the mask workers.
+    void fill_masks(StepInputs& in);
+
     int32_t block_size_;
     std::vector<int32_t> eos_ids_;
+    std::unique_ptr<MaskWorkers> workers_;  // made when a step first has two masks to compute
     StepPlan plan_;
     std::vector<const std::vector<int32_t>*> tables_;  // each added sequence's block ids
 };

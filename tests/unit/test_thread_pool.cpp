@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "engine/core/mask_workers.h"
+
 #include <atomic>
 #include <vector>
 
@@ -40,5 +42,14 @@ TEST_CASE("parallel_for: a worker left out of one job never runs the next one's 
         });
         REQUIRE(running.load() == 0);
         for (int64_t i = 0; i < n; ++i) REQUIRE(hits[i] == 1);
+    }
+}
+
+TEST_CASE("mask workers: every job of a run once, run after run, the caller taking part") {
+    minfer::MaskWorkers workers(3);
+    for (size_t n : {0, 1, 2, 7, 100, 1000}) {
+        std::vector<std::atomic<int>> done(n);
+        workers.run(n, [&](size_t i) { done[i].fetch_add(1); });
+        for (size_t i = 0; i < n; ++i) CHECK(done[i].load() == 1);
     }
 }
