@@ -232,8 +232,8 @@ int grammar_bench(int argc, char** argv) {
 
 int cmd_grammar(int argc, char** argv) {
     const std::string usage =
-        "usage: minfer grammar check [MODEL] (--json-schema F | --grammar-file F | --regex R | --choice A,B,...) --input F\n"
-        "       minfer grammar bench [MODEL] DIR";
+        "usage: minfer grammar check [MODEL] (--json-schema F | --grammar-file F | --regex R | --choice A,B,...) --input F"
+        ", or minfer grammar bench [MODEL] DIR";
     if (argc < 2) throw UsageError(usage);
     const std::string sub = argv[1];
     if (sub == "check") return grammar_check(argc - 1, argv + 1);

@@ -30,6 +30,10 @@ def assert_clean_failure(proc, *needles):
     (["run", "--quantization", "int4"], "--quantization must be none or fp8"),
     (["run", "--device", "cpu", "--quantization", "fp8", "-n", "1"], "--quantization fp8 needs --device cuda"),
     (["serve", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
+    (["grammar"], "usage: minfer grammar check"),
+    (["grammar", "verify"], "usage: minfer grammar check"),
+    (["grammar", "check", "--regex", "a+"], "--input is required"),
+    (["grammar", "bench", "model.gguf", "/nonexistent-dir"], "is not a directory"),
     (["serve", "--tool-call-parser", "xml"], "--tool-call-parser must be hermes, llama3_json, mistral, json or auto"),
     (["generate", "--input", "nowhere.jsonl", "--output", "o.jsonl", "--kv-cache-dtype", "half"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["bench", "latency", "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
@@ -85,7 +89,7 @@ def test_bad_grammar_files(tmp_path):
     assert_clean_failure(run_minfer("run", "--regex", "(a", check=False), "--regex: line 1, column 3: expected ')'")
     assert_clean_failure(run_minfer("run", "--regex", "a", "--grammar-file", bad, check=False), "one constraint at a time")
     schema = tmp_path / "schema.json"
-    schema.write_text('{"type": "integer", "minimum": 3}')
-    assert_clean_failure(run_minfer("run", "--json-schema", schema, check=False), "schema.json", "'minimum' is not supported yet")
+    schema.write_text('{"type": "integer", "multipleOf": 3}')
+    assert_clean_failure(run_minfer("run", "--json-schema", schema, check=False), "schema.json", "'multipleOf' is not supported yet")
     schema.write_text('{"type": ')
     assert_clean_failure(run_minfer("run", "--json-schema", schema, check=False), "not valid JSON")
