@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "engine/grammar/gbnf.h"
 #include "engine/grammar/integer_range.h"
+#include "engine/grammar/json_schema_strings.h"
 #include "engine/grammar/regex.h"
 
 namespace minfer::grammar {
@@ -45,9 +47,7 @@ public:
     }
 
 private:
-    [[noreturn]] static void refuse(const std::string& pointer, const std::string& why) {
-        throw GrammarError(0, 0, "at '" + (pointer.empty() ? std::string("#") : "#" + pointer) + "': " + why);
-    }
+    [[noreturn]] static void refuse(const std::string& pointer, const std::string& why) { schema_error(pointer, why); }
 
     // The rule that matches what `schema` (at `pointer`) validates.
     std::string rule_for(const json::value& schema, const std::string& pointer) {
@@ -70,7 +70,7 @@ private:
             static const std::set<std::string> kTaken = {
                 "type",     "enum",      "const",    "properties", "required", "additionalProperties", "items",
                 "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "anyOf",    "allOf",  "$ref",
-                "pattern",  "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+                "pattern",  "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "oneOf"};
             if (!kTaken.count(k) && !kAnnotations.count(k)) refuse(p, "'" + k + "' is not supported yet");
         }
         if (s.contains("$ref")) {
@@ -80,22 +80,23 @@ private:
                 refuse(p, "'$ref' beside other keywords is not supported yet");
             return rule_for(resolve(s.at("$ref"), p), pointer_of(s.at("$ref")));
         }
-        if (s.contains("allOf")) {
-            const json::value& all = s.at("allOf");
-            if (!all.is_array() || all.as_array().size() != 1 || s.size() > 1)
-                refuse(p + "/allOf", "'allOf' with more than one schema (or beside other keywords) is not supported yet");
-            return rule_for(all.as_array()[0], p + "/allOf/0");
-        }
-        if (s.contains("anyOf")) {
-            const json::value& any = s.at("anyOf");
-            if (!any.is_array() || any.as_array().empty()) refuse(p + "/anyOf", "'anyOf' must be a non-empty array");
-            if (s.size() > 1 && std::any_of(s.begin(), s.end(), [](const auto& kv) {
-                    return kv.key() != "anyOf" && !kAnnotations.count(std::string(kv.key()));
+        if (s.contains("allOf")) return all_of(s, p);
+        for (const char* key : {"anyOf", "oneOf"}) {
+            if (!s.contains(key)) continue;
+            const json::value& any = s.at(key);
+            const std::string at = p + "/" + key;
+            if (!any.is_array() || any.as_array().empty()) refuse(at, std::string("'") + key + "' must be a non-empty array");
+            if (std::any_of(s.begin(), s.end(), [&](const auto& kv) {
+                    return kv.key() != key && !kAnnotations.count(std::string(kv.key()));
                 }))
-                refuse(p, "'anyOf' beside other keywords is not supported yet");
+                refuse(p, std::string("'") + key + "' beside other keywords is not supported yet");
+            // oneOf is anyOf when no instance can match two branches.
+            if (std::string(key) == "oneOf" && !disjoint(any.as_array(), at))
+                refuse(at, "'oneOf' whose branches may overlap is not supported yet (they must differ in type, in "
+                           "const or enum values, or in a required property's const)");
             std::string out = "(";
             for (size_t i = 0; i < any.as_array().size(); ++i)
-                out += (i ? " | " : "") + rule_for(any.as_array()[i], p + "/anyOf/" + std::to_string(i));
+                out += (i ? " | " : "") + rule_for(any.as_array()[i], at + "/" + std::to_string(i));
             return out + ")";
         }
         if (s.contains("const")) return gbnf_literal(json::serialize(s.at("const")));
@@ -221,6 +222,160 @@ private:
         return "\"\\\"\" " + id + "0";
     }
 
+    // ---- allOf and oneOf -------------------------------------------------------------
+
+    static bool annotation_only(const json::value& v) {
+        if (v.is_bool()) return v.get_bool();
+        return v.is_object() && std::all_of(v.as_object().begin(), v.as_object().end(),
+                                            [](const auto& kv) { return kAnnotations.count(std::string(kv.key())) > 0; });
+    }
+
+    // A schema with its $refs followed (to a bounded depth).
+    const json::value& followed(const json::value* v, const std::string& p) const {
+        for (int depth = 0; depth < 32 && v->is_object() && v->as_object().contains("$ref"); ++depth)
+            v = &resolve(v->as_object().at("$ref"), p);
+        return *v;
+    }
+
+    // allOf: the subschemas that say nothing are dropped; one left is the
+    // schema; plain object schemas (no additionalProperties, no property in
+    // two of them) merge into one; anything else is refused.
+    std::string all_of(const json::object& s, const std::string& p) {
+        const json::value& all = s.at("allOf");
+        if (!all.is_array() || all.as_array().empty()) refuse(p + "/allOf", "'allOf' must be a non-empty array");
+        if (std::any_of(s.begin(), s.end(), [](const auto& kv) {
+                return kv.key() != "allOf" && !kAnnotations.count(std::string(kv.key()));
+            }))
+            refuse(p, "'allOf' beside other keywords is not supported yet");
+        std::vector<const json::value*> parts;
+        for (size_t i = 0; i < all.as_array().size(); ++i) {
+            const json::value& sub = followed(&all.as_array()[i], p + "/allOf/" + std::to_string(i));
+            if (sub.is_bool() && !sub.get_bool()) refuse(p + "/allOf/" + std::to_string(i), "the schema false matches nothing");
+            if (!annotation_only(sub)) parts.push_back(&sub);
+        }
+        if (parts.empty()) return "json-value";
+        if (parts.size() == 1) return rule_for(*parts[0], p + "/allOf");
+        json::object props;
+        json::array required;
+        for (const json::value* part : parts) {
+            const json::object& o = part->as_object();
+            for (const auto& [k, v] : o) {
+                const std::string key(k);
+                if (key == "type" && v == "object") continue;
+                if (key == "required" && v.is_array()) {
+                    for (const json::value& r : v.as_array()) required.push_back(r);
+                } else if (key == "properties" && v.is_object()) {
+                    for (const auto& [name, sub] : v.as_object()) {
+                        if (props.contains(name))
+                            refuse(p + "/allOf", "'allOf' naming property '" + std::string(name) + "' twice is not supported yet");
+                        props[name] = sub;
+                    }
+                } else if (!kAnnotations.count(key)) {
+                    refuse(p + "/allOf", "'allOf' of schemas other than plain objects ('" + key + "') is not supported yet");
+                }
+            }
+        }
+        merged_.push_back(json::object{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}});
+        return rule_for(merged_.back(), p + "/allOf");
+    }
+
+    // What kinds of JSON value a schema can match: null, boolean, number,
+    // string, array, object (one bit each; all of them when it cannot tell).
+    unsigned kinds(const json::value& v0, const std::string& p) const {
+        constexpr unsigned kAll = 63;
+        const json::value& v = followed(&v0, p);
+        if (v.is_bool()) return v.get_bool() ? kAll : 0;
+        if (!v.is_object()) return kAll;
+        const json::object& s = v.as_object();
+        auto kind_of = [](const json::value& x) -> unsigned {
+            return x.is_null() ? 1 : x.is_bool() ? 2 : x.is_number() ? 4 : x.is_string() ? 8 : x.is_array() ? 16 : 32;
+        };
+        if (s.contains("const")) return kind_of(s.at("const"));
+        if (s.contains("enum") && s.at("enum").is_array()) {
+            unsigned k = 0;
+            for (const json::value& x : s.at("enum").as_array()) k |= kind_of(x);
+            return k;
+        }
+        if (s.contains("type")) {
+            static const std::map<std::string, unsigned> kBits = {{"null", 1}, {"boolean", 2}, {"integer", 4}, {"number", 4},
+                                                                  {"string", 8}, {"array", 16}, {"object", 32}};
+            unsigned k = 0;
+            const json::value& t = s.at("type");
+            for (const json::value& x : t.is_array() ? t.as_array() : json::array{t})
+                if (x.is_string() && kBits.count(std::string(x.get_string()))) k |= kBits.at(std::string(x.get_string()));
+            return k ? k : kAll;
+        }
+        for (const char* key : {"anyOf", "oneOf"})
+            if (s.contains(key) && s.at(key).is_array()) {
+                unsigned k = 0;
+                for (const json::value& b : s.at(key).as_array()) k |= kinds(b, p);
+                return k;
+            }
+        return kAll;
+    }
+
+    // The values a schema allows, when it lists them (const, enum, or a
+    // required property's const or enum under `property`), as canonical text.
+    std::optional<std::set<std::string>> values(const json::value& v0, const std::string& property, const std::string& p) const {
+        const json::value& v = followed(&v0, p);
+        if (!v.is_object()) return std::nullopt;
+        const json::object* s = &v.as_object();
+        if (!property.empty()) {
+            const json::value* req = s->if_contains("required");
+            const json::value* props = s->if_contains("properties");
+            const bool required = req && req->is_array() &&
+                                  std::any_of(req->as_array().begin(), req->as_array().end(), [&](const json::value& r) { return r == property.c_str(); });
+            if (!required || !props || !props->is_object() || !props->as_object().contains(property)) return std::nullopt;
+            const json::value& sub = followed(&props->as_object().at(property), p);
+            if (!sub.is_object()) return std::nullopt;
+            s = &sub.as_object();
+        }
+        auto canonical = [](const json::value& x) { return x.is_number() ? std::to_string(x.to_number<double>()) : json::serialize(x); };
+        if (s->contains("const")) return std::set<std::string>{canonical(s->at("const"))};
+        if (s->contains("enum") && s->at("enum").is_array()) {
+            std::set<std::string> out;
+            for (const json::value& x : s->at("enum").as_array()) out.insert(canonical(x));
+            return out;
+        }
+        return std::nullopt;
+    }
+
+    // No instance can match two of the branches: their kinds differ, or
+    // their listed values do, or (objects) a required property's do.
+    bool disjoint(const json::array& branches, const std::string& p) const {
+        auto pairwise = [&](auto&& apart) {
+            for (size_t i = 0; i < branches.size(); ++i)
+                for (size_t j = i + 1; j < branches.size(); ++j)
+                    if (!apart(i, j)) return false;
+            return true;
+        };
+        auto no_common = [](const std::set<std::string>& a, const std::set<std::string>& b) {
+            return std::none_of(a.begin(), a.end(), [&](const std::string& x) { return b.count(x) > 0; });
+        };
+        if (pairwise([&](size_t i, size_t j) {
+                if ((kinds(branches[i], p) & kinds(branches[j], p)) == 0) return true;
+                const auto a = values(branches[i], "", p), b = values(branches[j], "", p);
+                return a && b && no_common(*a, *b);
+            }))
+            return true;
+        // A discriminator: a property every branch requires, with values apart.
+        const json::value& first = followed(&branches[0], p);
+        const json::value* props = first.is_object() ? first.as_object().if_contains("properties") : nullptr;
+        if (!props || !props->is_object()) return false;
+        for (const auto& [name, sub] : props->as_object()) {
+            const std::string d(name);
+            std::vector<std::set<std::string>> sets;
+            for (const json::value& b : branches) {
+                auto v = values(b, d, p);
+                if (!v) break;
+                sets.push_back(std::move(*v));
+            }
+            if (sets.size() == branches.size() && pairwise([&](size_t i, size_t j) { return no_common(sets[i], sets[j]); }))
+                return true;
+        }
+        return false;
+    }
+
     // An integer between the bounds (exclusive ones moved in by one).
     std::string integer_range(const json::object& s, const std::string& p) {
         constexpr double kLimit = 9e15;  // integers a double holds exactly
@@ -257,10 +412,10 @@ private:
             re = s.at("pattern").get_string();
         } else {
             if (!s.at("format").is_string()) refuse(p + "/format", "'format' must be a string");
-            re = format_regex(std::string(s.at("format").get_string()), p);
+            re = format_pattern(std::string(s.at("format").get_string()), p + "/format");
         }
         const std::string at = s.contains("pattern") ? p + "/pattern" : p + "/format";
-        const auto [start, end] = anchors(re, at);
+        const auto [start, end] = pattern_anchors(re, at);
         std::string body;
         try {
             body = regex_gbnf(re);
@@ -272,58 +427,6 @@ private:
         rules_ += name + " ::= " + body + "\n";
         const char* plain = "[^\"\\\\\\x00-\\x1F]*";
         return std::string("\"\\\"\" ") + (start ? "" : std::string(plain) + " ") + name + (end ? "" : std::string(" ") + plain) + " \"\\\"\"";
-    }
-
-    // Whether a pattern is anchored at its start (^) and end ($); an anchor
-    // anywhere else, or beside a top-level alternation, is refused (its
-    // meaning would differ from branch to branch).
-    static std::pair<bool, bool> anchors(const std::string& re, const std::string& at) {
-        bool in_class = false, alternation = false, misplaced = false;
-        int depth = 0;
-        for (size_t i = 0; i < re.size(); ++i) {
-            const char c = re[i];
-            if (c == '\\') {
-                ++i;
-            } else if (in_class) {
-                in_class = c != ']';
-            } else if (c == '[') {
-                in_class = true;
-            } else if (c == '(') {
-                ++depth;
-            } else if (c == ')') {
-                --depth;
-            } else if (c == '|' && depth == 0) {
-                alternation = true;
-            } else if ((c == '^' && i != 0) || (c == '$' && i + 1 != re.size())) {
-                misplaced = true;
-            }
-        }
-        const bool start = !re.empty() && re[0] == '^';
-        const bool end = re.size() >= 2 ? re.back() == '$' && re[re.size() - 2] != '\\' : re == "$";
-        if (misplaced || (alternation && (start || end)))
-            refuse(at, "anchors ('^', '$') other than around the whole pattern are not supported yet");
-        return {start, end};
-    }
-
-    // The formats taken, as anchored patterns of what RFC 3339 and friends allow
-    // (no leap seconds, an upper-case T and Z, dot-atom e-mail addresses).
-    static std::string format_regex(const std::string& format, const std::string& p) {
-        static const std::string kDate =
-            "(\\d{4}-(0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|\\d{4}-(0[469]|11)-(0[1-9]|[12]\\d|30)|"
-            "\\d{4}-02-(0[1-9]|1\\d|2[0-8])|(\\d\\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)";
-        static const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
-        static const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
-        static const std::string kAtom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
-        static const std::string kLabel = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?";
-        static const std::string kUriChar = "([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})";
-        if (format == "date") return "^" + kDate + "$";
-        if (format == "time") return "^" + kTime + "$";
-        if (format == "date-time") return "^" + kDate + "T" + kTime + "$";
-        if (format == "uuid") return "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
-        if (format == "ipv4") return "^" + kOctet + "(\\." + kOctet + "){3}$";
-        if (format == "email") return "^" + kAtom + "(\\." + kAtom + ")*@" + kLabel + "(\\." + kLabel + ")*$";
-        if (format == "uri") return "^[A-Za-z][A-Za-z0-9+.-]*:" + kUriChar + "*(#" + kUriChar + "*)?$";
-        refuse(p + "/format", "format '" + format + "' is not supported yet");
     }
 
     std::string array(const json::object& s, const std::string& p) {
@@ -449,32 +552,11 @@ private:
     std::string rules_;
     int objects_ = 0;
     int keys_ = 0;
+    std::deque<json::value> merged_;  // allOf's merged schemas (rule_for keys rules by address)
 
 public:
     std::vector<std::string> pattern_rules_;  // pN: their classes are held to plain characters
 };
-
-// A pattern's characters inside a JSON string, written plainly: not '"', '\\'
-// or a control character (those would need escapes, which the pattern's
-// classes do not spell).
-void restrict_patterns(Grammar& g, const std::vector<std::string>& pattern_rules) {
-    for (Rule& rule : g.rules) {
-        const bool in_pattern = std::any_of(pattern_rules.begin(), pattern_rules.end(), [&](const std::string& p) {
-            return rule.name == p || rule.name.starts_with(p + "_");
-        });
-        if (!in_pattern) continue;
-        for (Sequence& alt : rule.alternatives)
-            for (Symbol& sym : alt) {
-                if (sym.kind != Symbol::Kind::Char) continue;
-                CharClass& c = g.classes[size_t(sym.index)];
-                std::vector<std::pair<uint32_t, uint32_t>> kept;
-                for (const auto& [lo, hi] : c.ranges)
-                    for (const auto& [alo, ahi] : {std::pair<uint32_t, uint32_t>{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodePoint}})
-                        if (std::max(lo, alo) <= std::min(hi, ahi)) kept.emplace_back(std::max(lo, alo), std::min(hi, ahi));
-                c.ranges = std::move(kept);
-            }
-    }
-}
 
 }  // namespace
 
