@@ -4,6 +4,7 @@
 //   minfer grammar check [MODEL] (--json-schema F | --grammar-file F | --regex R | --choice A,B,...)
 //                        --input INSTANCES.jsonl
 //   minfer grammar bench [MODEL] DIR
+//   minfer grammar export (--json-schema F | --grammar-file F | --regex R | --choice A,B,...)
 //
 // check: each input line is {"text": "..."}: the text is tokenized with the
 // model's tokenizer (no BOS), and each token must be in the mask of allowed
@@ -17,6 +18,8 @@
 // each test instance (written compactly) walked through the masks as check
 // does. One line a schema (compiled or the error; valid and invalid instances
 // accepted), then a summary: compile and mask time percentiles over all of them.
+//
+// export: the compiled grammar as JSON (the book's mask figure runs it).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -129,6 +132,42 @@ int grammar_check(int argc, char** argv) {
     return 0;
 }
 
+// The compiled grammar as JSON, for the book's figure of a mask
+// (book/figures/structured-mask.js runs it): rules of alternatives of
+// symbols, ["c", class] or ["r", rule], and classes as code-point ranges.
+int grammar_export(int argc, char** argv) {
+    cxxopts::Options opts = command_options("grammar export", "Print a constraint's compiled grammar as JSON.",
+                                            "(--json-schema F | --grammar-file F | --regex R | --choice A,B,...)");
+    add_constraint_options(opts, /*with_choice=*/true);
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {});
+    std::shared_ptr<const grammar::Grammar> g;
+    try {
+        g = constraint_from(args);
+    } catch (const UnsupportedSchema& e) {
+        std::fprintf(stderr, "minfer grammar export: %s\n", e.what());
+        return 3;
+    }
+    if (!g) throw UsageError("one of --json-schema, --grammar-file, --regex or --choice is required");
+    json::array rules, classes;
+    for (const grammar::Rule& r : g->rules) {
+        json::array alts;
+        for (const grammar::Sequence& seq : r.alternatives) {
+            json::array symbols;
+            for (const grammar::Symbol& sym : seq)
+                symbols.push_back(json::array{sym.kind == grammar::Symbol::Kind::Char ? "c" : "r", sym.index});
+            alts.push_back(std::move(symbols));
+        }
+        rules.push_back(json::object{{"name", r.name}, {"alternatives", std::move(alts)}});
+    }
+    for (const grammar::CharClass& c : g->classes) {
+        json::array ranges;
+        for (const auto& [lo, hi] : c.ranges) ranges.push_back(json::array{lo, hi});
+        classes.push_back(std::move(ranges));
+    }
+    std::printf("%s\n", json::serialize(json::object{{"root", g->root}, {"rules", rules}, {"classes", classes}}).c_str());
+    return 0;
+}
+
 // The schemas of one file, each with its test instances ({data, valid}).
 std::vector<std::pair<json::value, json::array>> schemas_in(const std::filesystem::path& file) {
     std::ifstream in(file, std::ios::binary);
@@ -233,11 +272,12 @@ int grammar_bench(int argc, char** argv) {
 int cmd_grammar(int argc, char** argv) {
     const std::string usage =
         "usage: minfer grammar check [MODEL] (--json-schema F | --grammar-file F | --regex R | --choice A,B,...) --input F"
-        ", or minfer grammar bench [MODEL] DIR";
+        ", or minfer grammar bench [MODEL] DIR, or minfer grammar export (--json-schema F | ...)";
     if (argc < 2) throw UsageError(usage);
     const std::string sub = argv[1];
     if (sub == "check") return grammar_check(argc - 1, argv + 1);
     if (sub == "bench") return grammar_bench(argc - 1, argv + 1);
+    if (sub == "export") return grammar_export(argc - 1, argv + 1);
     throw UsageError(usage);
 }
 

@@ -25,9 +25,10 @@ from playwright.sync_api import sync_playwright
 from book_server import ROOT, BookServer
 from minfer_server import minfer_bin
 
-FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax"]
+FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask"]
 SCREENSHOTS = ROOT / "build" / "book-screenshots"
 TRACE = ROOT / "book" / "figures" / "data" / "trace-stories260K.json"
+GRAMMAR = ROOT / "book" / "figures" / "data" / "grammar-pet.json"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -189,6 +190,7 @@ OPTIONS = {
                             "24 layers × 2 KV heads × 64 dims × 1 byte", "1,000 blocks of 32 tokens"),
     "batching-stepper": ({"kv_blocks": "32", "step": "20"}, "Step: 20 of 33", "--num-kv-blocks 32"),
     "online-softmax": ({"seed": "5", "tile_size": "8"}, "seed 5", "8 scores"),
+    "structured-mask": ({"text": '{"animal": "dog", "legs": 4'}, "the end token is not allowed"),
 }
 
 
@@ -509,4 +511,38 @@ def test_online_softmax_steps_and_agrees(open_figure):
     for _ in range(2):
         f.click("Next tile ▶")
     assert 0 <= largest_difference(f) < 1e-6
+    f.check_quiet()
+
+
+# ---- structured mask -----------------------------------------------------------------------
+
+def test_grammar_data_is_what_the_compiler_makes(tmp_path):
+    out = tmp_path / "grammar.json"
+    env = {**os.environ, "MINFER_BIN": minfer_bin()}
+    subprocess.run(["bash", str(ROOT / "scripts/book-grammar.sh"), str(out)], check=True, env=env, timeout=60)
+    assert out.read_text() == GRAMMAR.read_text(), "book/figures/data/grammar-pet.json is stale: run scripts/book-grammar.sh"
+
+
+def allowed_tokens(f):
+    return f.page.evaluate("""() => [...document.querySelectorAll('.lk-token-allowed')].map((g) => g.dataset.token)""")
+
+
+def test_structured_mask_follows_the_text(open_figure):
+    f = open_figure("structured-mask")
+    # '{"animal": "c' can only go on to "cat": of the pieces, "at" and "a" (and nothing else).
+    assert sorted(allowed_tokens(f)) == ["a", "at"], allowed_tokens(f)
+    assert "2 of 49 tokens may come next" in f.text(".lk-readout")
+    text = f.root.locator("input.lk-text")
+    text.fill('{"animal": "dog", "legs": ')
+    allowed = allowed_tokens(f)
+    assert {"0", "1", "2", "4", "8"} <= set(allowed) and not {"9", "10", "-", "-1", "\""} & set(allowed), allowed
+    text.fill('{"animal": "dog", "legs": 9')
+    assert "leaves the schema at character 27" in f.text(".lk-readout") and allowed_tokens(f) == []
+    # Clicking allowed tokens builds a whole object; then only the end token (or more space) may come.
+    text.fill('{"animal": "cat", "legs": 4')
+    f.root.locator('.lk-token-allowed[data-token="}"]').click()
+    assert text.input_value() == '{"animal": "cat", "legs": 4}'
+    assert allowed_tokens(f) == ["⟨end⟩"] and "the end token is allowed" in f.text(".lk-readout")
+    f.click("Remove a character")
+    assert "⟨end⟩" not in allowed_tokens(f)
     f.check_quiet()
