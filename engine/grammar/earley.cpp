@@ -31,13 +31,15 @@ Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(g.rules.size(), fals
     stamp_.assign(positions, UINT32_MAX);
     sets_.emplace_back();
     generation_.push_back(next_generation_++);
-    for (int32_t a = 0; a < int32_t(g.rules[size_t(g.root)].alternatives.size()); ++a) add(0, {g.root, a, 0, 0});
+    for (int32_t a = 0; a < int32_t(g.rules[size_t(g.root)].alternatives.size()); ++a) add(0, item(g.root, a, 0, 0));
     close(0);
 }
 
-const Symbol* Recognizer::next_symbol(const Item& it) const {
-    const Sequence& seq = g_.rules[size_t(it.rule)].alternatives[size_t(it.alt)];
-    return size_t(it.dot) < seq.size() ? &seq[size_t(it.dot)] : nullptr;
+Recognizer::Item Recognizer::item(int32_t rule, int32_t alt, int32_t dot, int32_t origin) const {
+    Item it{rule, alt, dot, origin};
+    const Sequence& seq = g_.rules[size_t(rule)].alternatives[size_t(alt)];
+    if (size_t(dot) < seq.size()) (seq[size_t(dot)].kind == Symbol::Kind::Rule ? it.next_rule : it.next_class) = seq[size_t(dot)].index;
+    return it;
 }
 
 void Recognizer::add(size_t at, const Item& it) {
@@ -52,39 +54,33 @@ void Recognizer::close(size_t at) {
     // The set grows while it is walked; indices stay valid.
     for (size_t i = 0; i < sets_[at].size(); ++i) {
         const Item it = sets_[at][i];
-        const Symbol* next = next_symbol(it);
-        if (next && next->kind == Symbol::Kind::Rule) {
-            const int32_t b = next->index;
-            for (int32_t a = 0; a < int32_t(g_.rules[size_t(b)].alternatives.size()); ++a) add(at, {b, a, 0, int32_t(at)});
+        if (it.next_rule >= 0) {
+            const int32_t b = it.next_rule;
+            for (int32_t a = 0; a < int32_t(g_.rules[size_t(b)].alternatives.size()); ++a) add(at, item(b, a, 0, int32_t(at)));
             // Aycock and Horspool: a nullable rule may be stepped over at once.
-            if (nullable_[size_t(b)]) add(at, {it.rule, it.alt, it.dot + 1, it.origin});
-        } else if (!next) {
+            if (nullable_[size_t(b)]) add(at, item(it.rule, it.alt, it.dot + 1, it.origin));
+        } else if (it.complete()) {
             // Complete: every item that waited for this rule where it began moves on.
             // (When origin == at the set grows as it is walked: index, not reference.)
             for (size_t j = 0; j < sets_[size_t(it.origin)].size(); ++j) {
-                const Item w = sets_[size_t(it.origin)][j];
-                const Symbol* s = next_symbol(w);
-                if (s && s->kind == Symbol::Kind::Rule && s->index == it.rule) add(at, {w.rule, w.alt, w.dot + 1, w.origin});
+                const Item& w = sets_[size_t(it.origin)][j];
+                if (w.next_rule == it.rule) add(at, item(w.rule, w.alt, w.dot + 1, w.origin));
             }
         }
     }
 }
 
 bool Recognizer::expects(uint32_t lo, uint32_t hi) const {
-    for (const Item& it : sets_.back()) {
-        const Symbol* s = next_symbol(it);
-        if (s && s->kind == Symbol::Kind::Char && g_.classes[size_t(s->index)].intersects(lo, hi)) return true;
-    }
+    for (const Item& it : sets_.back())
+        if (it.next_class >= 0 && g_.classes[size_t(it.next_class)].intersects(lo, hi)) return true;
     return false;
 }
 
 bool Recognizer::scan(uint32_t cp) {
     Set next;
-    for (const Item& it : sets_.back()) {
-        const Symbol* s = next_symbol(it);
-        if (s && s->kind == Symbol::Kind::Char && g_.classes[size_t(s->index)].contains(cp))
-            next.push_back({it.rule, it.alt, it.dot + 1, it.origin});
-    }
+    for (const Item& it : sets_.back())
+        if (it.next_class >= 0 && g_.classes[size_t(it.next_class)].contains(cp))
+            next.push_back(item(it.rule, it.alt, it.dot + 1, it.origin));
     if (next.empty()) return false;
     // Advancing distinct items gives distinct items: no search, only stamps.
     const uint32_t gen = next_generation_++;
@@ -153,7 +149,7 @@ bool Recognizer::feed(std::string_view bytes) {
 bool Recognizer::accepting() const {
     if (!history_.empty() && history_.back().pending_len) return false;
     for (const Item& it : sets_.back())
-        if (it.rule == g_.root && it.origin == 0 && !next_symbol(it)) return true;
+        if (it.rule == g_.root && it.origin == 0 && it.complete()) return true;
     return false;
 }
 
@@ -161,7 +157,7 @@ std::vector<Recognizer::Position> Recognizer::positions() const {
     std::vector<Position> out;
     for (const Item& it : sets_.back()) {
         const Position p{it.rule, it.alt, it.dot};
-        if (next_symbol(it) && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+        if (!it.complete() && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
     }
     return out;
 }

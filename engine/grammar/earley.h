@@ -51,7 +51,12 @@ public:
 private:
     struct Item {
         int32_t rule, alt, dot, origin;
-        bool operator==(const Item&) const = default;
+        // The symbol after the dot, kept in the item so that the loops over a
+        // set read no rule: a rule's index, or a class's; -1 for the other kind
+        // (both -1: the item is complete).
+        int32_t next_rule = -1, next_class = -1;
+        bool operator==(const Item& o) const { return rule == o.rule && alt == o.alt && dot == o.dot && origin == o.origin; }
+        bool complete() const { return next_rule < 0 && next_class < 0; }
     };
     using Set = std::vector<Item>;
     struct Byte {
@@ -60,7 +65,8 @@ private:
         uint8_t pending_len, pending_need;
     };
 
-    const Symbol* next_symbol(const Item& it) const;
+    // The item (rule, alt, dot, origin) with its next symbol filled in.
+    Item item(int32_t rule, int32_t alt, int32_t dot, int32_t origin) const;
     void add(size_t at, const Item& it);
     uint32_t position_id(const Item& it) const { return alt_base_[size_t(first_alt_[size_t(it.rule)] + it.alt)] + uint32_t(it.dot); }
     void close(size_t at);  // predictions and completions of sets_[at]
