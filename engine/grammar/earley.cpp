@@ -77,11 +77,20 @@ bool Recognizer::expects(uint32_t lo, uint32_t hi) const {
 }
 
 bool Recognizer::scan(uint32_t cp) {
+    // A popped set's storage, if there is one: the trie walks push and pop sets all the time.
     Set next;
+    if (!spare_.empty()) {
+        next = std::move(spare_.back());
+        spare_.pop_back();
+        next.clear();
+    }
     for (const Item& it : sets_.back())
         if (it.next_class >= 0 && g_.classes[size_t(it.next_class)].contains(cp))
             next.push_back(item(it.rule, it.alt, it.dot + 1, it.origin));
-    if (next.empty()) return false;
+    if (next.empty()) {
+        spare_.push_back(std::move(next));
+        return false;
+    }
     // Advancing distinct items gives distinct items: no search, only stamps.
     const uint32_t gen = next_generation_++;
     for (const Item& it : next) stamp_[position_id(it)] = gen;
@@ -166,6 +175,7 @@ void Recognizer::rollback(size_t bytes) {
     bytes = std::min(bytes, history_.size());
     for (size_t i = 0; i < bytes; ++i) {
         if (history_.back().completed) {
+            spare_.push_back(std::move(sets_.back()));
             sets_.pop_back();
             generation_.pop_back();
         }

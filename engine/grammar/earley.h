@@ -77,6 +77,7 @@ private:
     const Grammar& g_;
     std::vector<bool> nullable_;
     std::vector<Set> sets_;
+    std::vector<Set> spare_;  // storage of popped sets, for the next ones
     std::vector<Byte> history_;
     // Whether a set may hold an item of a position, without a search: each set
     // gets a fresh generation, and stamp_[position] is the generation of the
