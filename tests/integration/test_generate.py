@@ -106,7 +106,7 @@ def test_trace_lists_every_step(tmp_path):
 @pytest.mark.parametrize("line,needle", [
     ("{not json\n", "requests.jsonl:2: not JSON"),
     ("[1, 2]\n", "requests.jsonl:2: each line must be a JSON object"),
-    ('{"prompt": "a", "tools": []}\n', "requests.jsonl:2: 'tools' is not supported"),
+    ('{"prompt": "a", "tools": []}\n', "requests.jsonl:2: 'tools' is for chat"),
     ('{"prompt": 5}\n', "'prompt' must be a string"),
     ('{"prompt": "a", "max_tokens": -3}\n', "'max_tokens' must be in"),
     ('{"prompt": "a", "temperature": "hot"}\n', "'temperature' must be a number"),
