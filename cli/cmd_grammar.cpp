@@ -82,6 +82,18 @@ void print_summary(const json::object& s, bool as_json) {
     std::printf("%s\n", words.c_str());
 }
 
+// The options' grammar into g; false (the line printed) for a schema keyword
+// that cannot be enforced, which the subcommands exit 3 on.
+bool compile_constraint(const cxxopts::ParseResult& args, const char* sub, std::shared_ptr<const grammar::Grammar>& g) {
+    try {
+        g = constraint_from(args);
+        return true;
+    } catch (const UnsupportedSchema& e) {
+        std::fprintf(stderr, "minfer grammar %s: %s\n", sub, e.what());
+        return false;
+    }
+}
+
 int grammar_check(int argc, char** argv) {
     cxxopts::Options opts = command_options("grammar check",
                                             "Walk texts through a constraint's token masks, as a sampler would, and time the masks.",
@@ -98,12 +110,7 @@ int grammar_check(int argc, char** argv) {
 
     const auto t0 = Clock::now();
     std::shared_ptr<const grammar::Grammar> g;
-    try {
-        g = constraint_from(args);
-    } catch (const UnsupportedSchema& e) {
-        std::fprintf(stderr, "minfer grammar check: %s\n", e.what());
-        return 3;
-    }
+    if (!compile_constraint(args, "check", g)) return 3;
     const double compile_ms = micros(t0, Clock::now()) / 1000;
     if (!g) throw UsageError("one of --json-schema, --grammar-file, --regex or --choice is required");
 
@@ -141,12 +148,7 @@ int grammar_export(int argc, char** argv) {
     add_constraint_options(opts, /*with_choice=*/true);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {});
     std::shared_ptr<const grammar::Grammar> g;
-    try {
-        g = constraint_from(args);
-    } catch (const UnsupportedSchema& e) {
-        std::fprintf(stderr, "minfer grammar export: %s\n", e.what());
-        return 3;
-    }
+    if (!compile_constraint(args, "export", g)) return 3;
     if (!g) throw UsageError("one of --json-schema, --grammar-file, --regex or --choice is required");
     json::array rules, classes;
     for (const grammar::Rule& r : g->rules) {

@@ -42,10 +42,10 @@ size_t Constraint::find_trigger(size_t new_bytes) const {
 
 bool Constraint::accept(int32_t token) {
     const bool known = token >= 0 && size_t(token) < vocab_->bytes.size();
-    const std::string& b = known ? vocab_->bytes[size_t(token)] : text_;
+    const std::string_view b = known ? std::string_view(vocab_->bytes[size_t(token)]) : std::string_view();
     if (!active()) {
         // Free text: any token of the model (control tokens too) until a trigger.
-        const std::string_view piece = known ? std::string_view(b) : std::string_view();
+        const std::string_view piece = b;
         text_ += piece;
         const size_t at = find_trigger(piece.size());
         if (at == std::string::npos) {
