@@ -117,6 +117,7 @@ boost::json::object result_json(const Summary& m, const RunResult& run, const Ru
     j["endpoint"] = o.endpoint;
     j["model_id"] = o.model;
     j["dataset"] = dataset;
+    if (!o.extra_body.empty()) j["extra_body"] = o.extra_body;
     j["num_prompts"] = num_prompts;
     if (std::isfinite(o.request_rate)) j["request_rate"] = o.request_rate;
     else j["request_rate"] = "inf";
@@ -205,6 +206,8 @@ int cmd_bench_serve(int argc, char** argv) {
             cxxopts::value<int32_t>()->default_value("128"))
         ("random-range-ratio", "lengths drawn from [len*(1-R), len*(1+R)]", cxxopts::value<double>()->default_value("0"))
         ("ignore-eos", "ask the server to generate all max_tokens (vLLM / llama.cpp extension)")
+        ("extra-body", "a JSON object whose fields every request body gets, e.g. "
+                       "'{\"response_format\": {\"type\": \"json_object\"}}'", cxxopts::value<std::string>())
         ("tokenizer", "GGUF file whose tokenizer makes the prompts and counts tokens the server does not report "
                       "(default: the served model's file, the root GET /v1/models gives, when it is a GGUF here)",
             cxxopts::value<std::string>())
@@ -233,6 +236,12 @@ int cmd_bench_serve(int argc, char** argv) {
     if (args.count("api-key")) o.api_key = args["api-key"].as<std::string>();
     else if (const char* k = std::getenv("OPENAI_API_KEY")) o.api_key = k;
     o.ignore_eos = args.count("ignore-eos") > 0;
+    if (args.count("extra-body")) {
+        boost::system::error_code ec;
+        const boost::json::value extra = boost::json::parse(args["extra-body"].as<std::string>(), ec);
+        if (ec || !extra.is_object()) throw UsageError("--extra-body must be a JSON object, e.g. '{\"temperature\": 1}'");
+        o.extra_body = extra.as_object();
+    }
     o.request_rate = parse_rate(args["request-rate"].as<std::string>());
     o.burstiness = args["burstiness"].as<double>();
     if (!(o.burstiness > 0)) throw UsageError("--burstiness must be > 0");

@@ -189,10 +189,11 @@ std::vector<RequestOutput> LLMEngine::step() {
     if (!scheduled.empty()) {
         const double began = now_seconds();
         start_step(scheduled);
-        const StepInputs in = planner_->build(scheduled);
+        StepInputs in = planner_->build(scheduled);
         if (trace_) write_trace(scheduled, in.plan);
 
-        runner_->forward(in.plan);
+        runner_->forward(in.plan);  // on a GPU this returns with the kernels still running...
+        planner_->fill_masks(in);   // ...so the grammars' masks are computed beside them
         const std::vector<float> logits = in.needs_logits ? runner_->logits() : std::vector<float>{};
         const std::vector<int32_t> sampled =
             in.sampling_rows.empty() ? std::vector<int32_t>{} : runner_->sample(in.sampling_rows);

@@ -3,7 +3,8 @@
 //   validate()     checks a request without touching the engine (any thread)
 //   add_request()  validates a request and queues it
 //   step()         Scheduler::schedule -> PlanBuilder::build -> ModelRunner::forward
-//                  + sample -> OutputProcessor::process -> outputs of the requests that moved
+//                  -> PlanBuilder::fill_masks (beside the GPU's forward) -> ModelRunner::sample
+//                  -> OutputProcessor::process -> outputs of the requests that moved
 //   abort()        ends a request; its blocks go back to the pool
 //
 // The engine is single-threaded: EngineThread (engine_thread.h) runs it on its

@@ -77,7 +77,6 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
 
     in.needs_logits = !prompt_rows.empty();
     in.suppressed.resize(in.num_samples);
-    fill_masks(in);
     for (size_t i = 0; i < in.num_samples; ++i) {
         const Sequence& seq = *in.uses[i].seq;
         const GenerationOptions& o = seq.request->options;
@@ -89,7 +88,7 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
         const std::span<const int32_t> all(seq.tokens);
         in.sampling_rows.push_back({&o.sampling, uint64_t(in.uses[i].sample_stream), seq.num_tokens(),
                                     all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens),
-                                    in.suppressed[i], in.masks[i]});
+                                    in.suppressed[i], {}});
     }
     return in;
 }
@@ -115,9 +114,11 @@ void PlanBuilder::fill_masks(StepInputs& in) {
     } else {
         for (size_t k = 0; k < first.size(); ++k) one(k);
     }
-    for (size_t i = 0; i < in.num_samples; ++i)
+    for (size_t i = 0; i < in.num_samples; ++i) {
         for (const size_t f : first)
             if (f != i && in.uses[f].seq == in.uses[i].seq) in.masks[i] = in.masks[f];
+        in.sampling_rows[i].allowed_mask = in.masks[i];
+    }
 }
 
 }  // namespace minfer

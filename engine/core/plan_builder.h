@@ -11,8 +11,8 @@
 //    1 + k rows, each of which wants logits (add_logits_row per row, a
 //    LogitsUse per row with its sample stream);
 //  - grammars: a sequence's constraint state fills SamplingRow::allowed_mask
-//    here (a batch's masks on MaskWorkers' threads), and the OutputProcessor
-//    advances it with the token it accepts.
+//    in fill_masks (a batch's masks on MaskWorkers' threads), and the
+//    OutputProcessor advances it with the token it accepts.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,13 @@ public:
 
     // The whole step of the engine: every scheduled sequence's rows back to
     // back, a logits row per sample to draw and per prompt logprob wanted.
+    // The sampling rows' grammar masks are left to fill_masks.
     StepInputs build(const SchedulerOutput& scheduled);
+    // Each constrained sample's allowed tokens, the sequences' masks computed
+    // on the mask workers. The engine calls it after launching the forward
+    // pass: on a GPU the kernels run while the CPU walks the grammars, and
+    // the masks are needed only by sampling.
+    void fill_masks(StepInputs& in);
 
     // ---- one plan, a sequence at a time ----------------------------------------
     // Appends rows [seq.num_computed, seq.num_computed + count) of `seq`, whose
@@ -69,10 +75,6 @@ public:
     StepPlan finish();
 
 private:
-    // Each constrained sample's allowed tokens, the sequences' masks computed
-    // on the mask workers.
-    void fill_masks(StepInputs& in);
-
     int32_t block_size_;
     std::vector<int32_t> eos_ids_;
     std::unique_ptr<MaskWorkers> workers_;  // made when a step first has two masks to compute

@@ -7,7 +7,8 @@ namespace minfer::bench {
 
 namespace json = boost::json;
 
-std::string request_body(const BenchPrompt& p, const std::string& model, bool chat, bool ignore_eos) {
+std::string request_body(const BenchPrompt& p, const std::string& model, bool chat, bool ignore_eos,
+                         const json::object& extra) {
     json::object o;
     o["model"] = model;
     if (chat) {
@@ -23,6 +24,7 @@ std::string request_body(const BenchPrompt& p, const std::string& model, bool ch
     o["stream"] = true;
     o["stream_options"] = json::object{{"include_usage", true}};
     if (ignore_eos) o["ignore_eos"] = true;
+    for (const auto& kv : extra) o[kv.key()] = kv.value();
     return json::serialize(o);
 }
 

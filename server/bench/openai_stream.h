@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <boost/json/object.hpp>
+
 #include "server/bench/dataset.h"
 #include "server/bench/metrics.h"
 
@@ -14,8 +16,10 @@ namespace minfer::bench {
 // The JSON body: /v1/completions gets {prompt, max_tokens}; chat gets
 // {messages: [{role: user, content}], max_completion_tokens, max_tokens};
 // both stream with usage in the last chunk. ignore_eos is a vLLM / llama.cpp
-// extension, sent only when asked for.
-std::string request_body(const BenchPrompt& p, const std::string& model, bool chat, bool ignore_eos);
+// extension, sent only when asked for. `extra`'s fields are set last, over the
+// others (vLLM's --extra-body: a response_format, sampling parameters).
+std::string request_body(const BenchPrompt& p, const std::string& model, bool chat, bool ignore_eos,
+                         const boost::json::object& extra = {});
 
 // Reads the events of one answer into a RequestRecord. Every chunk with a
 // non-empty `choices` counts as a token arrival, as in vLLM (its text may be

@@ -80,7 +80,7 @@ RunResult run_benchmark(const RunOptions& o, const std::vector<BenchPrompt>& pro
         auto on_body = [&](std::string_view bytes) {
             for (const std::string& event : sse.feed(bytes)) stream.on_event(event, now());
         };
-        HttpResult r = co_await client.request("POST", o.endpoint, request_body(prompts[i], o.model, o.chat, o.ignore_eos),
+        HttpResult r = co_await client.request("POST", o.endpoint, request_body(prompts[i], o.model, o.chat, o.ignore_eos, o.extra_body),
                                                timeout, on_body);
         if (r.error.empty() && r.status == 200) {
             try {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "server/bench/dataset.h"
 #include "server/bench/http_stream_client.h"
 #include "server/bench/metrics.h"
@@ -25,6 +27,7 @@ struct RunOptions {
     std::string model;
     std::string api_key;
     bool ignore_eos = false;
+    boost::json::object extra_body;  // fields added to every request body
     double request_rate = INFINITY;
     double burstiness = 1.0;
     int32_t max_concurrency = 0;  // 0: no limit

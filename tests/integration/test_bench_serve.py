@@ -91,6 +91,8 @@ def assert_one_line_failure(proc, code, *needles):
     (["--max-concurrency", "0"], "--max-concurrency"),
     (["--timeout", "0"], "--timeout"),
     (["--endpoint", "v1/completions"], "--endpoint"),
+    (["--extra-body", "[1]"], "--extra-body"),
+    (["--extra-body", "{temperature"], "--extra-body"),
     (["--no-such-flag"], "no-such-flag"),
 ])
 def test_bad_flags(args, needle):

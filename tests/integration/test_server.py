@@ -349,6 +349,23 @@ def test_load_through_bench_serve_matches_offline_greedy(tmp_path):
         assert m["minfer:kv_cache_usage_perc"] == 0 and m["minfer:num_requests_running"] == 0
 
 
+def test_bench_serve_extra_body_reaches_every_request(tmp_path):
+    # --extra-body's fields go into every request: here a choice constraint, which
+    # every generated text then obeys, and a temperature over the client's 0.
+    with Server() as s:
+        out = tmp_path / "r.json"
+        extra = {"guided_choice": ["yes", "no", "maybe so"], "temperature": 1.5, "seed": 3}
+        proc = subprocess.run([minfer_bin(), "bench", "serve", "--base-url", s.base_url, "--num-prompts", "12",
+                               "--random-input-len", "8", "--random-output-len", "16", "--disable-progress",
+                               "--extra-body", json.dumps(extra), "--result-json", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        r = json.loads(out.read_text())
+        assert r["completed"] == 12 and r["extra_body"] == extra
+        assert set(r["generated_texts"]) <= {"yes", "no", "maybe so"}, r["generated_texts"]
+        assert len(set(r["generated_texts"])) > 1  # sampled at temperature 1.5, not greedy
+
+
 def test_bench_serve_counts_tokens_with_the_served_models_file(tmp_path):
     # /v1/models gives the model's file as its root (as vLLM does); `minfer bench
     # serve` counts tokens with it when it is a GGUF file here, and says so when not.

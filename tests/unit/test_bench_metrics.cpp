@@ -223,6 +223,12 @@ TEST_CASE("bench OpenAI stream reader: TTFT, ITL, text, usage, errors") {
     CHECK(body.find(R"("stream_options":{"include_usage":true})") != std::string::npos);
     CHECK(body.find(R"("ignore_eos":true)") != std::string::npos);
     CHECK(request_body({"Hello", 1, 16}, "m", false, false).find(R"("prompt":"Hello")") != std::string::npos);
+    // --extra-body's fields are added, and win over the client's own.
+    const boost::json::object extra{{"temperature", 1.0}, {"response_format", {{"type", "json_object"}}}};
+    const std::string with_extra = request_body({"Hello", 1, 16}, "m", false, false, extra);
+    CHECK(with_extra.find(R"("temperature":1E0)") != std::string::npos);
+    CHECK(with_extra.find(R"("temperature":0E0)") == std::string::npos);
+    CHECK(with_extra.find(R"("response_format":{"type":"json_object"})") != std::string::npos);
 }
 
 TEST_CASE("bench random dataset gives prompts of exact token lengths") {
