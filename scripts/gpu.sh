@@ -4,14 +4,15 @@
 # packages that scripts/gpu-bundle.sh gathered into .gpu/, then runs the GPU
 # tests. Nothing is installed into /: the packages are unpacked under /tmp.
 #
-#   bash scripts/gpu.sh [--build] [--test] [--synth] [--real] [--serve] [--bench] [--memcheck] [--racecheck]
+#   bash scripts/gpu.sh [--build] [--test] [--synth] [--real] [--serve] [--bench] [--grammar-bench] [--memcheck] [--racecheck]
 #                       [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
 #   --test        run minfer_gpu_ops, minfer_gpu_model, `minfer run --device cuda`, and
 #                 `minfer generate --device cuda` (scripts/check_generate.py)
 #                 against the llama2.c reference, and CUDA graphs against --enforce-eager
-#                 (scripts/check_graphs.py)
+#                 (scripts/check_graphs.py), and 64 grammar-constrained samples a request
+#                 that must validate (scripts/check_grammar.py)
 #   --synth       logits and greedy tokens GPU against CPU on random-weight models of
 #                 real shapes (llama3-8b bf16 and q4_k_m, llama3-1b, qwen2, gemma3;
 #                 SYNTH_MODELS="PRESET:DTYPE:THRESHOLD ..." picks others)
@@ -26,6 +27,10 @@
 #                 minfer_gpu_ops --bench (BENCH_OPS= skips it), all into $LOGS/bench.log;
 #                 scripts/bench_table.py makes the issues' table of it, $LOGS/bench-table.log
 #                 (copy it to kernels/cuda/BENCH.md, which the book quotes)
+#   --grammar-bench scripts/grammar_decode_bench.sh: decode speed at batch GRAMMAR_BENCH_BATCH=64
+#                 under a JSON Schema against free text, through minfer serve on
+#                 GRAMMAR_MODEL=llama3-8b:bf16 (a synthetic vocabulary of the preset's size),
+#                 into $LOGS/grammar-bench.log
 #   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
 #                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
 #                 results and plots into $LOGS/serve-bench
@@ -56,7 +61,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -71,6 +76,7 @@ while (($#)); do
     --profile) DO_PROFILE=1 ;;
     --profile-kernel) PROFILE_KERNEL=$2; shift ;;
     --serve-bench) DO_SERVE_BENCH=1 ;;
+    --grammar-bench) DO_GRAMMAR_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -83,7 +89,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -240,6 +246,8 @@ if ((DO_TEST)); then
     --kv-cache-dtype bfloat16 --against-device cpu
   run_phase graphs python3 scripts/check_graphs.py "$MINFER"
   run_phase graphs-gemma3 python3 scripts/check_graphs.py "$MINFER" --synthetic gemma3-270m:bf16
+  run_phase grammar python3 scripts/check_grammar.py "$MINFER" models/stories260K.gguf --device cuda
+  run_phase grammar-gemma3 python3 scripts/check_grammar.py "$MINFER" --synthetic gemma3-270m:bf16 --device cuda
 fi
 # Random-weight models of real shapes, written once per machine (quantizing 8B
 # weights takes minutes; the files are reused by later calls on a warm machine).
@@ -346,6 +354,11 @@ if ((DO_SERVE_BENCH)); then
   run_phase serve-bench bash scripts/serve_bench.sh "$MINFER" "$(synth_model "${serve_model%%:*}" "${serve_model##*:}")" \
     "$LOGS/serve-bench" --max-num-batched-tokens 8192
   RAN+=(serve-bench)  # the result JSONs and plots travel with the logs
+fi
+if ((DO_GRAMMAR_BENCH)); then
+  grammar_model=${GRAMMAR_MODEL:-llama3-8b:bf16}
+  run_phase grammar-bench bash scripts/grammar_decode_bench.sh "$MINFER" \
+    "$(synth_model "${grammar_model%%:*}" "${grammar_model##*:}")" "$LOGS/grammar" --max-num-batched-tokens 8192
 fi
 if ((DO_BENCH || DO_SERVE_BENCH)); then
   # The issues' table (D2, D3) from this machine's latest runs, for kernels/cuda/BENCH.md

@@ -766,6 +766,59 @@ public:
             });
     }
 
+    // Grammar masks as the engine sends them (PlanBuilder::fill_masks): every
+    // row masked, dense masks (a random half of the vocabulary) and sparse ones
+    // (a JSON string's few tokens), greedy and sampled rows, at batch 1 to 256 on
+    // the 262k vocabulary: the upload and the masked sampler pick the reference's ids.
+    void sample_masked() {
+        for (int32_t vocab : {151936, 262144})
+            for (int32_t rows : {1, 7, 64, 256})
+                run("sample", fmt("vocab=%d rows=%d (grammar masks on every row)", vocab, rows), 0.0, [&] {
+                    std::vector<float> logits = randn(size_t(rows) * vocab, 3.0f);
+                    std::vector<SamplingParams> params(rows);
+                    std::vector<std::vector<uint32_t>> masks(rows);
+                    std::vector<SamplingRow> srows;
+                    for (int32_t r = 0; r < rows; ++r) {
+                        std::vector<uint32_t>& m = masks[r];
+                        m.assign(size_t(vocab + 31) / 32, 0u);
+                        if (r % 2 == 0) {
+                            for (uint32_t& w : m) w = uint32_t(rng_());  // about half the tokens
+                        } else {
+                            std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+                            for (int i = 0; i < 1 + r % 40; ++i) {
+                                const int32_t t = id(rng_);
+                                m[size_t(t) / 32] |= 1u << (t % 32);
+                            }
+                        }
+                        params[r].temperature = r % 3 == 0 ? 0.0f : 0.7f + 0.1f * float(r % 5);  // greedy every third
+                        if (r % 6 == 1) params[r].top_k = 20;
+                        if (r % 6 == 2) params[r].top_p = 0.9f;
+                        params[r].seed = uint64_t(rng_());
+                        SamplingRow row;
+                        row.params = &params[r];
+                        row.stream = uint64_t(r);
+                        row.position = 50 + r;
+                        row.allowed_mask = m;
+                        srows.push_back(row);
+                    }
+                    DeviceArena g(gpu_);
+                    float* logits_g = g.copy(logits);
+                    std::vector<int32_t> ids_c(rows, -1), ids_g(rows, -1);
+                    cpu_.sample(logits.data(), vocab, srows, ids_c.data());
+                    gpu_.sample(logits_g, vocab, srows, ids_g.data());
+                    double bad = 0;
+                    for (int32_t r = 0; r < rows; ++r) {
+                        const bool allowed = ids_g[r] >= 0 && ids_g[r] < vocab &&
+                                             (masks[r][size_t(ids_g[r]) / 32] >> (ids_g[r] % 32) & 1u);
+                        if (ids_c[r] == ids_g[r] && allowed) continue;
+                        ++bad;
+                        std::printf("  sample masked vocab=%d row %d: cpu %d, gpu %d%s\n", vocab, r, ids_c[r], ids_g[r],
+                                    allowed ? "" : " (not allowed by the mask)");
+                    }
+                    return bad;
+                });
+    }
+
     // --quantization fp8 (gpu8: a CUDA backend with it on): "blk.*" weights
     // become E4M3 with a per-tensor scale. The references run on the CPU backend
     // in f32 over the values the device computes with: scale * e4m3(w / scale),
@@ -1201,6 +1254,7 @@ int main(int argc, char** argv) {
         t.gather_logit_rows();
         t.sample();
         t.sample_mixed();
+        t.sample_masked();
         t.fp8(*gpu8);
         std::printf("%d passed, %d failed\n", t.passed, t.failed);
         return t.failed ? 1 : 0;
