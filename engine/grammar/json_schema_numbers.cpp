@@ -187,12 +187,25 @@ int compare(const Decimal& a, const Decimal& b) {
     return a.negative ? -m : m;
 }
 
-std::optional<std::string> number_range_gbnf(const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi) {
+namespace {
+
+// d × 10^k; nullopt when its integer part would pass 15 digits (integer_range's int64).
+std::optional<Decimal> shifted(const Decimal& d, int k) {
+    std::string digits = d.whole + d.fraction;
+    int point = int(d.whole.size()) + k;
+    if (point < 0) digits.insert(0, size_t(-point), '0'), point = 0;
+    if (point > int(digits.size())) digits.append(size_t(point) - digits.size(), '0');
+    Decimal out{d.negative, digits.substr(0, size_t(point)), digits.substr(size_t(point))};
+    out.whole.erase(0, out.whole.find_first_not_of('0'));
+    if (out.whole.empty()) out.whole = "0";
+    out.fraction.erase(out.fraction.find_last_not_of('0') + 1);
+    if (out.whole.size() > 15) return std::nullopt;
+    return out;
+}
+
+// The numbers between the bounds written without an exponent.
+std::optional<std::string> plain_range(const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi) {
     const Decimal zero;
-    if (lo && hi) {
-        const int c = compare(lo->value, hi->value);
-        if (c > 0 || (c == 0 && (lo->exclusive || hi->exclusive))) return std::nullopt;
-    }
     std::vector<std::string> alts;
     // Negatives (and "-0", which is 0): -y for y from max(0, -hi) to -lo.
     const bool below_zero = !lo || lo->value.negative || (compare(lo->value, zero) == 0 && !lo->exclusive);
@@ -210,6 +223,39 @@ std::optional<std::string> number_range_gbnf(const std::optional<NumberBound>& l
     if (above_zero) {
         const NumberBound from = lo && !lo->value.negative ? *lo : NumberBound{zero, false};
         magnitude(from, hi, alts);
+    }
+    if (alts.empty()) return std::nullopt;
+    return join(alts);
+}
+
+}  // namespace
+
+std::optional<std::string> number_range_gbnf(const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi) {
+    if (lo && hi) {
+        const int c = compare(lo->value, hi->value);
+        if (c > 0 || (c == 0 && (lo->exclusive || hi->exclusive))) return std::nullopt;
+    }
+    std::vector<std::string> alts;
+    if (auto plain = plain_range(lo, hi)) alts.push_back(*plain);
+    // m×10^e for e in [-kMaxExponent, kMaxExponent]: m between the bounds × 10^-e,
+    // the exponent's digits with any leading zeros.
+    for (int e = -kMaxExponent; e <= kMaxExponent; ++e) {
+        std::optional<NumberBound> l, h;
+        if (lo) {
+            const std::optional<Decimal> d = shifted(lo->value, -e);
+            if (!d) continue;
+            l = NumberBound{*d, lo->exclusive};
+        }
+        if (hi) {
+            const std::optional<Decimal> d = shifted(hi->value, -e);
+            if (!d) continue;
+            h = NumberBound{*d, hi->exclusive};
+        }
+        const std::optional<std::string> m = plain_range(l, h);
+        if (!m) continue;
+        const std::string digit(1, char('0' + (e < 0 ? -e : e)));
+        const std::string exponent = e == 0 ? "[-+]? \"0\"+" : e > 0 ? "\"+\"? \"0\"* \"" + digit + "\"" : "\"-\" \"0\"* \"" + digit + "\"";
+        alts.push_back(*m + " [eE] " + exponent);
     }
     if (alts.empty()) return std::nullopt;
     return join(alts);

@@ -1,14 +1,16 @@
 // JSON Schema's minimum, maximum, exclusiveMinimum and exclusiveMaximum on
-// `type: number`, as a GBNF expression over the digits: exact in decimal for
-// numbers written without an exponent.
+// `type: number`, as a GBNF expression over the digits: exact in decimal.
 //
-// Why no exponent: whether m×10^e lies between two bounds depends on the
-// exponent's value against the count of the mantissa's digits (0.0001e4 is
-// 1), and no grammar compares a decimal exponent with a count of digits. So a
-// bounded number is written as integer digits and an optional fraction; "1e2"
-// is refused by the grammar though 100 is in range (a few valid texts
-// rejected, no invalid one accepted), as a bounded integer already is. The
-// JSON-Schema-Test-Suite's valid instances of these keywords have no exponent.
+// Exponents: m×10^e is taken for e from -9 to 9 (one digit, after any zeros:
+// "2.6E0", "26e-1", "1E+02"), each e a range of its own over m (the bounds
+// shifted by -e digits, which is exact). Not for every e: whether m×10^e lies
+// between two bounds depends on the exponent's value against the count of the
+// mantissa's digits (0.0001e4 is 1), and no context-free grammar compares a
+// decimal exponent with a count of digits. So "1e10" is refused by the grammar
+// even where 10^10 is in range (a few valid texts rejected, no invalid one
+// accepted, as a bounded integer already refuses 1.0). Serializers that write
+// every double with an exponent (Boost.JSON: "2.6E0") stay within one digit
+// for everyday magnitudes.
 #pragma once
 
 #include <boost/json.hpp>
@@ -35,15 +37,18 @@ Decimal schema_decimal(const boost::json::value& v, const std::string& at);
 // -1, 0, 1 as a < b, a == b, a > b.
 int compare(const Decimal& a, const Decimal& b);
 
+constexpr int kMaxExponent = 9;
+
 struct NumberBound {
     Decimal value;
     bool exclusive = false;
 };
 
 // The numbers from lo to hi (either end open when absent; an exclusive end
-// left out) written as JSON writes a number without an exponent: "-"?, an
-// integer part without leading zeros, an optional fraction of any digits
-// ("-0" and "2.50" included: they are 0 and 2.5). nullopt when none is.
+// left out) written as JSON writes a number: "-"?, an integer part without
+// leading zeros, an optional fraction of any digits ("-0" and "2.50"
+// included: they are 0 and 2.5), an exponent from -kMaxExponent to
+// kMaxExponent or none. nullopt when no number is between the bounds.
 std::optional<std::string> number_range_gbnf(const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi);
 
 }  // namespace minfer::grammar
