@@ -13,6 +13,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "server/completion_json.h"
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
@@ -33,7 +34,7 @@ struct Job {
     bool done = false;
 };
 
-std::vector<Job> read_jobs(const std::string& path, const Tokenizer& tokenizer) {
+std::vector<Job> read_jobs(const std::string& path, const Tokenizer& tokenizer, bool json_compact) {
     std::ifstream in(path);
     if (!in) throw UsageError("cannot open --input " + path);
     std::vector<Job> jobs;
@@ -50,7 +51,7 @@ std::vector<Job> read_jobs(const std::string& path, const Tokenizer& tokenizer) 
         const json::object& o = v.as_object();
         job.id = o.contains("id") ? o.at("id") : json::value(jobs.size());
         try {
-            job.request = parse_completion_request(o, tokenizer);
+            job.request = parse_completion_request(o, tokenizer, json_compact);
             if (job.request.prompts.size() != 1) throw RequestError("one prompt per line");
         } catch (const RequestError& e) {
             throw UsageError(where + e.what());
@@ -111,6 +112,7 @@ int cmd_generate(int argc, char** argv) {
         ("output", "results, one JSON object per line ('-': standard output)", cxxopts::value<std::string>())
         ("trace", "write every step's plan as JSON lines to this file", cxxopts::value<std::string>());
     // clang-format on
+    add_json_compact_option(opts);  // the default of structured_outputs.disable_any_whitespace
     add_synthetic_option(opts);
     add_engine_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
@@ -121,7 +123,7 @@ int cmd_generate(int argc, char** argv) {
     auto backend = backend_from(args);
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
-    std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer);
+    std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer, json_schema_options(args).compact);
 
     std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
     std::ofstream trace;

@@ -32,8 +32,17 @@ void add_constraint_options(cxxopts::Options& opts, bool with_choice) {
         ("grammar-file", "FILE: a GBNF grammar (llama.cpp's format) the text must follow", cxxopts::value<std::string>())
         ("regex", "a regular expression (ECMAScript) the whole text must match", cxxopts::value<std::string>())
         ("json-schema", "FILE: a JSON Schema the text must validate against", cxxopts::value<std::string>());
+    add_json_compact_option(opts);
     if (with_choice) opts.add_options()("choice", "A,B,...: the text is one of these strings", cxxopts::value<std::string>());
     // clang-format on
+}
+
+void add_json_compact_option(cxxopts::Options& opts) {
+    opts.add_options()("json-compact", "JSON Schema output without whitespace between tokens (only ',' and ':' between them)");
+}
+
+grammar::JsonSchemaOptions json_schema_options(const cxxopts::ParseResult& args) {
+    return grammar::JsonSchemaOptions{.compact = args.count("json-compact") > 0};
 }
 
 std::shared_ptr<const grammar::Grammar> constraint_from(const cxxopts::ParseResult& args) {
@@ -43,6 +52,7 @@ std::shared_ptr<const grammar::Grammar> constraint_from(const cxxopts::ParseResu
     for (const char* n : names)
         if (args.count(n)) given = n, ++count;
     if (count > 1) throw UsageError("--grammar-file, --regex, --json-schema and --choice: one constraint at a time");
+    if (args.count("json-compact") && given != "json-schema") throw UsageError("--json-compact goes with --json-schema");
     if (count == 0) return nullptr;
     const std::string value = args[given].as<std::string>();
     try {
@@ -58,7 +68,7 @@ std::shared_ptr<const grammar::Grammar> constraint_from(const cxxopts::ParseResu
         const boost::json::value schema = boost::json::parse(read_option_file("--json-schema", value), ec);
         if (ec) throw UsageError("--json-schema " + value + ": not valid JSON (" + ec.message() + ")");
         try {
-            return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema));
+            return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema, json_schema_options(args)));
         } catch (const grammar::GrammarError& e) {
             throw UnsupportedSchema("--json-schema " + value + ": " + e.what());
         }

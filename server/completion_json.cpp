@@ -92,10 +92,10 @@ std::vector<std::vector<int32_t>> parse_prompts(const json::object& body, const 
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const json::object& body, const Tokenizer& tokenizer) {
+CompletionRequest parse_completion_request(const json::object& body, const Tokenizer& tokenizer, bool json_compact) {
     CompletionRequest r;
     r.prompts = parse_prompts(body, tokenizer);
-    r.options = parse_generation_options(body, /*chat=*/false, {"prompt", "prompt_token_ids"}, &r.ignored_fields);
+    r.options = parse_generation_options(body, /*chat=*/false, {"prompt", "prompt_token_ids"}, &r.ignored_fields, json_compact);
     return r;
 }
 
@@ -138,7 +138,8 @@ std::shared_ptr<const grammar::Grammar> compile_regex(const json::value& v, cons
 }
 
 // A JSON Schema (an object, or a string holding one) the output must validate against.
-std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, const std::string& field) {
+std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, const std::string& field,
+                                                      const grammar::JsonSchemaOptions& options) {
     json::value schema = v;
     if (v.is_string()) {
         boost::system::error_code ec;
@@ -147,42 +148,69 @@ std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, con
     }
     if (!schema.is_object() && !schema.is_bool()) bad(fmt::format("'{}' must be a JSON Schema (an object)", field));
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema));
+        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema, options));
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
 }
 
-std::shared_ptr<const grammar::Grammar> json_object();
+std::shared_ptr<const grammar::Grammar> json_object(const grammar::JsonSchemaOptions& options);
 
 // OpenAI's response_format: text, json_object, or json_schema {name, schema, strict}.
-std::shared_ptr<const grammar::Grammar> response_format(const json::value& v) {
+std::shared_ptr<const grammar::Grammar> response_format(const json::value& v, const grammar::JsonSchemaOptions& options) {
     const json::object* o = v.if_object();
     const json::value* type = o ? o->if_contains("type") : nullptr;
     if (!type || !type->is_string()) bad("'response_format' must be an object with a 'type'");
     if (*type == "text") return nullptr;
-    if (*type == "json_object") return json_object();
+    if (*type == "json_object") return json_object(options);
     if (*type == "json_schema") {
         const json::value* js = o->if_contains("json_schema");
         if (!js || !js->is_object() || !js->as_object().contains("schema"))
             bad("'response_format' json_schema needs 'json_schema': {'name', 'schema'}");
-        return compile_schema(js->as_object().at("schema"), "response_format.json_schema.schema");
+        return compile_schema(js->as_object().at("schema"), "response_format.json_schema.schema", options);
     }
     bad("'response_format' type must be text, json_object or json_schema");
 }
 
-// Any JSON object, compiled once.
-std::shared_ptr<const grammar::Grammar> json_object() {
+// Any JSON object, compiled once (and once more without whitespace).
+std::shared_ptr<const grammar::Grammar> json_object(const grammar::JsonSchemaOptions& options) {
     static const auto g = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
-    return g;
+    static const auto compact = std::make_shared<const grammar::Grammar>(
+        grammar::json_schema_grammar(json::object{{"type", "object"}}, grammar::JsonSchemaOptions{.compact = true}));
+    return options.compact ? compact : g;
+}
+
+// vLLM's structured_outputs.disable_any_whitespace: JSON (schemas and
+// json_object) without whitespace between tokens, whichever field asks for it.
+grammar::JsonSchemaOptions json_options(const json::object& body, bool compact_by_default) {
+    grammar::JsonSchemaOptions options{.compact = compact_by_default};
+    const json::value* so = body.if_contains("structured_outputs");
+    const json::value* d = so && so->is_object() ? so->as_object().if_contains("disable_any_whitespace") : nullptr;
+    if (d && !d->is_null()) {
+        if (!d->is_bool()) bad("'structured_outputs.disable_any_whitespace' must be true or false");
+        options.compact = d->get_bool();
+    }
+    return options;
 }
 
 }  // namespace
 
+// structured_outputs as we take it: one of grammar, choice, regex, json, and
+// disable_any_whitespace beside it or alone.
+static bool structured_outputs_taken(const json::object& so) {
+    size_t constraints = 0;
+    for (const auto& [k, v] : so) {
+        if (k == "grammar" || k == "choice" || k == "regex" || k == "json") ++constraints;
+        else if (k != "disable_any_whitespace") return false;
+    }
+    return constraints == 1 || (constraints == 0 && so.size() == 1);
+}
+
 GenerationOptions parse_generation_options(const json::object& body, bool chat,
                                            std::initializer_list<std::string_view> skip,
-                                           std::vector<std::string>* ignored) {
+                                           std::vector<std::string>* ignored, bool json_compact) {
     GenerationOptions o;
+    const grammar::JsonSchemaOptions json_opts = json_options(body, json_compact);
     SamplingParams& sp = o.sampling;
     int32_t top_logprobs = -1;  // chat's form
     for (const auto& [key, v] : body) {
@@ -263,13 +291,13 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
         } else if (k == "guided_regex") {
             o.grammar = compile_regex(v, k);
         } else if (k == "guided_json" || k == "json_schema") {  // vLLM's, llama.cpp's
-            o.grammar = compile_schema(v, k);
-        } else if (k == "structured_outputs" && v.is_object() && v.as_object().size() == 1 &&
-                   (v.as_object().contains("grammar") || v.as_object().contains("choice") ||
-                    v.as_object().contains("regex") || v.as_object().contains("json"))) {
+            o.grammar = compile_schema(v, k, json_opts);
+        } else if (k == "structured_outputs" && v.is_object() && structured_outputs_taken(v.as_object())) {
             const json::object& so = v.as_object();
-            if (so.contains("json")) {
-                o.grammar = compile_schema(so.at("json"), "structured_outputs.json");
+            if (so.size() == 1 && so.contains("disable_any_whitespace")) {
+                // (read above, for whichever field gives the schema)
+            } else if (so.contains("json")) {
+                o.grammar = compile_schema(so.at("json"), "structured_outputs.json", json_opts);
             } else if (so.contains("choice")) {
                 o.grammar = compile_choice(so.at("choice"), "structured_outputs.choice");
             } else if (so.contains("regex")) {
@@ -279,7 +307,7 @@ GenerationOptions parse_generation_options(const json::object& body, bool chat,
                 o.grammar = compile_gbnf(so.at("grammar").get_string(), "structured_outputs.grammar");
             }
         } else if (k == "response_format") {
-            o.grammar = response_format(v);
+            o.grammar = response_format(v, json_opts);
         } else if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls") {
             bad(fmt::format("'{}' is for chat (/v1/chat/completions)", k));
         } else if (k == "suffix" || k == "best_of" || k == "structured_outputs" || k == "functions" ||

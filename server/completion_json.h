@@ -25,7 +25,10 @@ struct CompletionRequest {
 // A completion request's prompt (`prompt`: text, a list of texts, token ids or
 // lists of them; or vLLM's `prompt_token_ids`) and its parameters (below).
 // Throws RequestError naming the field that is wrong.
-CompletionRequest parse_completion_request(const boost::json::object& body, const Tokenizer& tokenizer);
+// json_compact: JSON constraints without whitespace unless the request's
+// structured_outputs.disable_any_whitespace says otherwise (`minfer generate --json-compact`).
+CompletionRequest parse_completion_request(const boost::json::object& body, const Tokenizer& tokenizer,
+                                           bool json_compact = false);
 
 // The generation parameters completions and chat share: max_tokens /
 // max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop, n,
@@ -34,9 +37,13 @@ CompletionRequest parse_completion_request(const boost::json::object& body, cons
 // min_tokens, stop_token_ids, priority, and OpenAI's user. Fields we know but
 // do not support (suffix, best_of, functions, ...) and chat's tools are a RequestError; unknown
 // ones are listed in *ignored. `skip` names the fields the caller reads itself.
+// A JSON constraint (guided_json, json_schema, response_format,
+// structured_outputs.json) has no whitespace between tokens when
+// structured_outputs.disable_any_whitespace is true (vLLM's), or when it is
+// absent and json_compact is.
 GenerationOptions parse_generation_options(const boost::json::object& body, bool chat,
                                            std::initializer_list<std::string_view> skip,
-                                           std::vector<std::string>* ignored);
+                                           std::vector<std::string>* ignored, bool json_compact = false);
 
 // One sample's accumulated result.
 struct CompletionChoice {

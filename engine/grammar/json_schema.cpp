@@ -14,6 +14,9 @@
 
 #include "engine/grammar/gbnf.h"
 #include "engine/grammar/integer_range.h"
+#include "engine/grammar/json_schema_merge.h"
+#include "engine/grammar/json_schema_numbers.h"
+#include "engine/grammar/json_schema_objects.h"
 #include "engine/grammar/json_schema_strings.h"
 #include "engine/grammar/regex.h"
 
@@ -23,9 +26,10 @@ namespace json = boost::json;
 
 namespace {
 
-// The JSON pieces every schema grammar uses.
-constexpr const char* kBase = R"(ws ::= ( " " | "\n" [ \t]{0,20} )?
-json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+// The JSON pieces every schema grammar uses (after `ws`: flexible, or none).
+constexpr const char* kFlexibleWs = "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n";
+constexpr const char* kCompactWs = "ws ::= \"\"\n";
+constexpr const char* kBase = R"(json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-string ::= "\"" json-char* "\""
 json-integer ::= "-"? ( "0" | [1-9] [0-9]* )
 json-number ::= json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
@@ -34,16 +38,15 @@ json-object ::= "{" ws ( json-string ws ":" ws json-value ws ( "," ws json-strin
 json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 )";
 
-const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
-                                            "$defs", "definitions", "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string>& kAnnotations = kSchemaAnnotations;
 
 class Compiler {
 public:
-    explicit Compiler(const json::value& root) : root_(root) {}
+    Compiler(const json::value& root, const JsonSchemaOptions& options) : root_(root), options_(options) {}
 
     std::string compile(std::string_view root_name) {
         const std::string start = rule_for(root_, "");
-        return std::string(root_name) + " ::= " + start + "\n" + kBase + rules_;
+        return std::string(root_name) + " ::= " + start + "\n" + (options_.compact ? kCompactWs : kFlexibleWs) + kBase + rules_;
     }
 
 private:
@@ -70,17 +73,11 @@ private:
             static const std::set<std::string> kTaken = {
                 "type",     "enum",      "const",    "properties", "required", "additionalProperties", "items",
                 "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "anyOf",    "allOf",  "$ref",
-                "pattern",  "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "oneOf"};
+                "pattern",  "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "oneOf",
+                "minProperties", "maxProperties"};
             if (!kTaken.count(k) && !kAnnotations.count(k)) refuse(p, "'" + k + "' is not supported yet");
         }
-        if (s.contains("$ref")) {
-            if (s.size() > 1 && std::any_of(s.begin(), s.end(), [](const auto& kv) {
-                    return kv.key() != "$ref" && !kAnnotations.count(std::string(kv.key()));
-                }))
-                refuse(p, "'$ref' beside other keywords is not supported yet");
-            return rule_for(resolve(s.at("$ref"), p), pointer_of(s.at("$ref")));
-        }
-        if (s.contains("allOf")) return all_of(s, p);
+        if (s.contains("$ref") || s.contains("allOf")) return all_of(schema, p);
         for (const char* key : {"anyOf", "oneOf"}) {
             if (!s.contains(key)) continue;
             const json::value& any = s.at(key);
@@ -99,14 +96,7 @@ private:
                 out += (i ? " | " : "") + rule_for(any.as_array()[i], at + "/" + std::to_string(i));
             return out + ")";
         }
-        if (s.contains("const")) return gbnf_literal(json::serialize(s.at("const")));
-        if (s.contains("enum")) {
-            const json::value& e = s.at("enum");
-            if (!e.is_array() || e.as_array().empty()) refuse(p + "/enum", "'enum' must be a non-empty array");
-            std::string out = "(";
-            for (size_t i = 0; i < e.as_array().size(); ++i) out += (i ? " | " : "") + gbnf_literal(json::serialize(e.as_array()[i]));
-            return out + ")";
-        }
+        if (s.contains("const") || s.contains("enum")) return listed(s, p);
         std::vector<std::string> types;
         if (s.contains("type")) {
             const json::value& t = s.at("type");
@@ -120,13 +110,14 @@ private:
             } else {
                 refuse(p + "/type", "'type' must be a string or an array of strings");
             }
-        } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+        } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties") ||
+                   s.contains("minProperties") || s.contains("maxProperties")) {
             types = {"object"};
         } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
             types = {"array"};
         } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
                    s.contains("exclusiveMaximum")) {
-            types = {"integer"};  // (numbers and other types would be valid too: refused, not approximated)
+            types = {"number"};  // (other types would be valid too: left out, never let in)
         } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
             types = {"string"};
         } else {
@@ -140,8 +131,12 @@ private:
     static int64_t count(const json::object& s, const char* key, const std::string& p, int64_t fallback) {
         if (!s.contains(key)) return fallback;
         const json::value& v = s.at(key);
-        if (!v.is_int64() && !v.is_uint64()) refuse(p + "/" + key, std::string("'") + key + "' must be a non-negative integer");
-        const int64_t n = v.is_int64() ? v.get_int64() : int64_t(std::min<uint64_t>(v.get_uint64(), 1u << 30));
+        // (2.0 is an integer too: draft 2020-12 counts any number whose fraction is zero)
+        const bool integral = v.is_int64() || v.is_uint64() || (v.is_double() && std::floor(v.get_double()) == v.get_double());
+        if (!integral) refuse(p + "/" + key, std::string("'") + key + "' must be a non-negative integer");
+        const int64_t n = v.is_int64()    ? v.get_int64()
+                          : v.is_uint64() ? int64_t(std::min<uint64_t>(v.get_uint64(), 1u << 30))
+                                          : int64_t(std::clamp(v.get_double(), -1.0, double(1u << 30)));
         if (n < 0) refuse(p + "/" + key, std::string("'") + key + "' must be a non-negative integer");
         if (n > 10000) refuse(p + "/" + key, std::string("'") + key + "' above 10000 is not supported");
         return n;
@@ -158,8 +153,7 @@ private:
                              s.contains("exclusiveMaximum");
         if (type == "integer") return bounded ? integer_range(s, p) : "json-integer";
         if (type == "number") {
-            if (bounded) refuse(p, "'minimum' and 'maximum' on numbers (not integers) are not supported yet");
-            return "json-number";
+            return bounded ? number_range(s, p) : "json-number";
         }
         if (type == "string") {
             if (s.contains("pattern") || s.contains("format")) return patterned_string(s, p);
@@ -173,53 +167,9 @@ private:
         refuse(p + "/type", "unknown type '" + type + "'");
     }
 
-    // A rule for a JSON string that is none of `names`. Its characters are
-    // written plainly (no escapes): an escaped key could spell a name and
-    // escape that name's schema, so keys other than the named ones are held
-    // to plain characters, which rejects a few valid texts and accepts no
-    // invalid one. One rule a node of the names' trie (over code points).
+    // A rule for a JSON string that is none of `names` (json_schema_objects.h).
     std::string key_not_in(const std::vector<std::string>& names) {
-        struct Node {
-            std::map<uint32_t, size_t> children;
-            bool is_name = false;
-        };
-        std::vector<Node> trie(1);
-        for (const std::string& name : names) {
-            size_t node = 0;
-            bool plain = true;
-            std::vector<uint32_t> cps;
-            for (size_t i = 0; i < name.size();) {
-                const int32_t c = next_code_point(name, i);
-                if (c < 0) ++i;  // not UTF-8: never a plain key
-                const uint32_t cp = c < 0 ? 0 : uint32_t(c);
-                plain = plain && cp >= 0x20 && cp != '"' && cp != '\\';
-                cps.push_back(cp);
-            }
-            if (!plain) continue;  // it cannot be written without escapes: no plain key equals it
-            for (const uint32_t cp : cps) {
-                auto [it, added] = trie[node].children.emplace(cp, trie.size());
-                if (added) trie.emplace_back();
-                node = it->second;
-            }
-            trie[node].is_name = true;
-        }
-        const std::string id = "k" + std::to_string(keys_++) + "n";
-        auto escape = [](uint32_t cp) {  // as GBNF writes a code point in a string or class
-            char buf[16];
-            std::snprintf(buf, sizeof buf, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
-            return std::string(buf);
-        };
-        for (size_t i = 0; i < trie.size(); ++i) {
-            std::string alts, excluded;
-            if (!trie[i].is_name) alts = "\"\\\"\"";
-            for (const auto& [cp, child] : trie[i].children) {
-                alts += std::string(alts.empty() ? "" : " | ") + "\"" + escape(cp) + "\" " + id + std::to_string(child);
-                excluded += escape(cp);
-            }
-            alts += std::string(alts.empty() ? "" : " | ") + "[^\"\\\\\\x00-\\x1F" + excluded + "] [^\"\\\\\\x00-\\x1F]* \"\\\"\"";
-            rules_ += id + std::to_string(i) + " ::= " + alts + "\n";
-        }
-        return "\"\\\"\" " + id + "0";
+        return key_not_in_gbnf(names, "k" + std::to_string(keys_++) + "n", rules_);
     }
 
     // ---- allOf and oneOf -------------------------------------------------------------
@@ -230,53 +180,105 @@ private:
                                             [](const auto& kv) { return kAnnotations.count(std::string(kv.key())) > 0; });
     }
 
-    // A schema with its $refs followed (to a bounded depth).
+    // A schema with its $refs followed (to a bounded depth) where they stand
+    // alone: a $ref with siblings is kept (its siblings constrain it too).
     const json::value& followed(const json::value* v, const std::string& p) const {
-        for (int depth = 0; depth < 32 && v->is_object() && v->as_object().contains("$ref"); ++depth)
-            v = &resolve(v->as_object().at("$ref"), p);
+        for (int depth = 0; depth < 32 && v->is_object() && v->as_object().contains("$ref"); ++depth) {
+            const json::object& o = v->as_object();
+            if (std::any_of(o.begin(), o.end(), [](const auto& kv) { return kv.key() != "$ref" && !kAnnotations.count(std::string(kv.key())); }))
+                break;
+            v = &resolve(o.at("$ref"), p);
+        }
         return *v;
     }
 
-    // allOf: the subschemas that say nothing are dropped; one left is the
-    // schema; plain object schemas (no additionalProperties, no property in
-    // two of them) merge into one; anything else is refused.
-    std::string all_of(const json::object& s, const std::string& p) {
-        const json::value& all = s.at("allOf");
-        if (!all.is_array() || all.as_array().empty()) refuse(p + "/allOf", "'allOf' must be a non-empty array");
-        if (std::any_of(s.begin(), s.end(), [](const auto& kv) {
-                return kv.key() != "allOf" && !kAnnotations.count(std::string(kv.key()));
-            }))
-            refuse(p, "'allOf' beside other keywords is not supported yet");
-        std::vector<const json::value*> parts;
-        for (size_t i = 0; i < all.as_array().size(); ++i) {
-            const json::value& sub = followed(&all.as_array()[i], p + "/allOf/" + std::to_string(i));
-            if (sub.is_bool() && !sub.get_bool()) refuse(p + "/allOf/" + std::to_string(i), "the schema false matches nothing");
-            if (!annotation_only(sub)) parts.push_back(&sub);
+    // The schemas whose conjunction `v` is: $ref and allOf opened, their
+    // siblings one more part (draft 2020-12 applies a $ref beside the other
+    // keywords), parts that say nothing dropped. Each with its pointer.
+    void conjuncts(const json::value& v, const std::string& p, std::vector<std::pair<const json::value*, std::string>>& out, int depth) {
+        if (depth > 32) refuse(p, "'$ref' or 'allOf' nested too deep (a cycle?)");
+        if (v.is_bool()) {
+            if (!v.get_bool()) refuse(p, "the schema false matches nothing");
+            return;
         }
+        if (!v.is_object()) refuse(p, "a schema must be an object or a boolean");
+        const json::object& s = v.as_object();
+        if (!s.contains("$ref") && !s.contains("allOf")) {
+            if (!annotation_only(v)) out.emplace_back(&v, p);
+            return;
+        }
+        if (s.contains("$ref")) conjuncts(resolve(s.at("$ref"), p), pointer_of(s.at("$ref")), out, depth + 1);
+        if (s.contains("allOf")) {
+            const json::value& all = s.at("allOf");
+            if (!all.is_array() || all.as_array().empty()) refuse(p + "/allOf", "'allOf' must be a non-empty array");
+            for (size_t i = 0; i < all.as_array().size(); ++i)
+                conjuncts(all.as_array()[i], p + "/allOf/" + std::to_string(i), out, depth + 1);
+        }
+        json::object rest;
+        for (const auto& [k, x] : s)
+            if (k != "$ref" && k != "allOf" && !kAnnotations.count(std::string(k))) rest[k] = x;
+        if (rest.empty()) return;
+        merged_.emplace_back(std::move(rest));
+        out.emplace_back(&merged_.back(), p);
+    }
+
+    // allOf, and $ref with or without siblings: the parts that say something;
+    // one is the schema (its own rule: recursion through a $ref ends there);
+    // more merge into one schema where that is exact (json_schema_merge.h).
+    std::string all_of(const json::value& schema, const std::string& p) {
+        std::vector<std::pair<const json::value*, std::string>> parts;
+        conjuncts(schema, p, parts, 0);
         if (parts.empty()) return "json-value";
-        if (parts.size() == 1) return rule_for(*parts[0], p + "/allOf");
-        json::object props;
-        json::array required;
-        for (const json::value* part : parts) {
-            const json::object& o = part->as_object();
-            for (const auto& [k, v] : o) {
-                const std::string key(k);
-                if (key == "type" && v == "object") continue;
-                if (key == "required" && v.is_array()) {
-                    for (const json::value& r : v.as_array()) required.push_back(r);
-                } else if (key == "properties" && v.is_object()) {
-                    for (const auto& [name, sub] : v.as_object()) {
-                        if (props.contains(name))
-                            refuse(p + "/allOf", "'allOf' naming property '" + std::string(name) + "' twice is not supported yet");
-                        props[name] = sub;
-                    }
-                } else if (!kAnnotations.count(key)) {
-                    refuse(p + "/allOf", "'allOf' of schemas other than plain objects ('" + key + "') is not supported yet");
-                }
-            }
+        if (parts.size() == 1) return rule_for(*parts[0].first, parts[0].second);
+        // A merged schema holds copies of its parts' subschemas; a $ref with
+        // siblings among them, met again, must find this rule (by its text:
+        // its $refs point into the root, so equal text is the same schema).
+        const std::string text = json::serialize(schema);
+        if (auto it = merged_names_.find(text); it != merged_names_.end()) return it->second;
+        std::vector<const json::value*> schemas;
+        for (const auto& part : parts) schemas.push_back(part.first);
+        merged_.emplace_back(merge_schemas(schemas, p));
+        const std::string name = "s" + std::to_string(names_.size());
+        names_[&merged_.back()] = name;
+        merged_names_[text] = name;
+        rules_ += name + " ::= " + body(merged_.back(), p) + "\n";
+        return name;
+    }
+
+    // const or enum: the values listed, those of `type` where it is beside them.
+    std::string listed(const json::object& s, const std::string& p) {
+        for (const auto& [k, v] : s)
+            if (k != "const" && k != "enum" && k != "type" && !kAnnotations.count(std::string(k)))
+                refuse(p, "'" + std::string(s.contains("const") ? "const" : "enum") + "' beside '" + std::string(k) +
+                              "' is not supported yet");
+        if (s.contains("const") && s.contains("enum")) refuse(p, "'const' beside 'enum' is not supported yet");
+        json::array values;
+        if (s.contains("const")) {
+            values.push_back(s.at("const"));
+        } else {
+            const json::value& e = s.at("enum");
+            if (!e.is_array() || e.as_array().empty()) refuse(p + "/enum", "'enum' must be a non-empty array");
+            values = e.as_array();
         }
-        merged_.push_back(json::object{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}});
-        return rule_for(merged_.back(), p + "/allOf");
+        std::string out;
+        for (const json::value& x : values) {
+            if (s.contains("type") && !of_types(x, s.at("type"))) continue;
+            out += (out.empty() ? "(" : " | ") + gbnf_literal(json::serialize(x));
+        }
+        if (out.empty()) refuse(p, "no value listed is of the 'type' beside it: it matches nothing");
+        return out + ")";
+    }
+    static bool of_types(const json::value& x, const json::value& type) {
+        for (const json::value& t : type.is_array() ? type.as_array() : json::array{type}) {
+            if (!t.is_string()) continue;
+            const std::string n(t.get_string());
+            const bool integral = x.is_int64() || x.is_uint64() || (x.is_double() && std::floor(x.get_double()) == x.get_double());
+            if ((n == "null" && x.is_null()) || (n == "boolean" && x.is_bool()) || (n == "number" && x.is_number()) ||
+                (n == "integer" && integral) || (n == "string" && x.is_string()) || (n == "array" && x.is_array()) ||
+                (n == "object" && x.is_object()))
+                return true;
+        }
+        return false;
     }
 
     // What kinds of JSON value a schema can match: null, boolean, number,
@@ -399,6 +401,27 @@ private:
         return integer_range_gbnf(lo, hi);
     }
 
+    // A number between the bounds, written without an exponent
+    // (json_schema_numbers.h says why); the tighter of two bounds on a side.
+    std::string number_range(const json::object& s, const std::string& p) {
+        std::optional<NumberBound> lo, hi;
+        auto bound = [&](const char* key, bool lower, bool exclusive) {
+            if (!s.contains(key)) return;
+            const NumberBound b{schema_decimal(s.at(key), p + "/" + key), exclusive};
+            std::optional<NumberBound>& have = lower ? lo : hi;
+            const int c = have ? compare(b.value, have->value) : (lower ? 1 : -1);
+            if (c == 0) have->exclusive = have->exclusive || exclusive;
+            else if ((c > 0) == lower) have = b;
+        };
+        bound("minimum", true, false);
+        bound("exclusiveMinimum", true, true);
+        bound("maximum", false, false);
+        bound("exclusiveMaximum", false, true);
+        const std::optional<std::string> g = number_range_gbnf(lo, hi);
+        if (!g) refuse(p, "no number lies between the bounds");
+        return *g;
+    }
+
     // A string under `pattern` or `format`: the regex's rule (pN, its classes
     // held to plain characters after parsing: restrict_patterns), with any
     // plain characters around it where the pattern is not anchored.
@@ -487,37 +510,29 @@ private:
                 refuse(p + "/required", "required property '" + r + "' is not in 'properties' (not supported yet)");
         const json::value* extra = s.if_contains("additionalProperties");
         const bool closed = extra && extra->is_bool() && !extra->get_bool();
-        if (props.empty()) {
-            if (closed) return "\"{\" ws \"}\"";
-            const std::string v = extra ? rule_for(*extra, p + "/additionalProperties") : "json-value";
-            return "\"{\" ws ( json-string ws \":\" ws " + v + " ws ( \",\" ws json-string ws \":\" ws " + v + " ws )* )? \"}\"";
-        }
-        // A(i): properties i.. with none written yet; B(i): with one written (a comma first).
+        const int64_t min_p = count(s, "minProperties", p, 0), max_p = count(s, "maxProperties", p, -1);
+        if (max_p >= 0 && max_p < min_p) refuse(p, "'maxProperties' is below 'minProperties'");
+        // Other properties come after the named ones: a key that names none of
+        // them, and a value of additionalProperties' schema.
         const size_t n = props.size();
-        std::vector<std::string> a(n + 1), b(n + 1);
+        std::string other;
         if (!closed) {
-            // Other properties come after the named ones: a key that names none of
-            // them, and a value of additionalProperties' schema.
             std::vector<std::string> names;
             for (const auto& pr : props) names.push_back(pr.first);
             const std::string v = extra ? rule_for(*extra, p + "/additionalProperties") : "json-value";
-            const std::string other = key_not_in(names) + " ws \":\" ws " + v + " ws";
-            a[n] = "( " + other + " ( \",\" ws " + other + " )* )?";
-            b[n] = "( \",\" ws " + other + " )*";
+            other = (n ? key_not_in(names) : "json-string") + " ws \":\" ws " + v + " ws";
         }
-        for (size_t i = n; i-- > 0;) {
-            const std::string member = gbnf_literal(json::serialize(json::value(props[i].first))) + " ws \":\" ws " + props[i].second + " ws";
-            const bool opt = !required.count(props[i].first);
-            const std::string an = a[i + 1].empty() ? "" : " " + a[i + 1], bn = b[i + 1].empty() ? "" : " " + b[i + 1];
-            const std::string a_name = "o" + std::to_string(objects_) + "a" + std::to_string(i);
-            const std::string b_name = "o" + std::to_string(objects_) + "b" + std::to_string(i);
-            rules_ += a_name + " ::= " + member + bn + (opt ? " | \"\"" + an : "") + "\n";
-            rules_ += b_name + " ::= \",\" ws " + member + bn + (opt ? " | \"\"" + bn : "") + "\n";
-            a[i] = a_name;
-            b[i] = b_name;
-        }
-        ++objects_;
-        return "\"{\" ws " + a[0] + " \"}\"";
+        // Other keys count for one at most toward minProperties (json_schema_objects.h).
+        if (!closed && min_p > int64_t(n) + 1)
+            refuse(p + "/minProperties", "'minProperties' above the named properties and one other is not supported "
+                                         "(other keys could repeat one, and a parser reads them as one property)");
+        if (max_p >= 0 && int64_t(required.size()) > max_p) refuse(p, "'required' names more properties than 'maxProperties' allows");
+        const ObjectMembers members{props, required, other, min_p, max_p};
+        if (int64_t(n + 1) * (std::max<int64_t>({max_p, min_p, 1}) + 1) > 100000)
+            refuse(p, "'minProperties' or 'maxProperties' over so many properties is not supported");
+        const std::optional<std::string> start = object_members_gbnf(members, "o" + std::to_string(objects_++), rules_);
+        if (!start) refuse(p, "no object has the properties that 'required', 'minProperties' and 'maxProperties' ask for");
+        return "\"{\" ws " + *start + " \"}\"";
     }
 
     std::string pointer_of(const json::value& ref) const { return ref.is_string() ? std::string(ref.get_string()).substr(1) : ""; }
@@ -548,11 +563,13 @@ private:
     }
 
     const json::value& root_;
+    const JsonSchemaOptions options_;
     std::map<const json::value*, std::string> names_;
     std::string rules_;
     int objects_ = 0;
     int keys_ = 0;
-    std::deque<json::value> merged_;  // allOf's merged schemas (rule_for keys rules by address)
+    std::deque<json::value> merged_;
+    std::map<std::string, std::string> merged_names_;  // a merge's rule by the merged schema's text  // allOf's merged schemas (rule_for keys rules by address)
 
 public:
     std::vector<std::string> pattern_rules_;  // pN: their classes are held to plain characters
@@ -560,8 +577,9 @@ public:
 
 }  // namespace
 
-Grammar json_schema_grammar(const json::value& schema, std::string_view wrapper, std::string_view schema_rule) {
-    Compiler compiler(schema);
+Grammar json_schema_grammar(const json::value& schema, std::string_view wrapper, std::string_view schema_rule,
+                            const JsonSchemaOptions& options) {
+    Compiler compiler(schema, options);
     const std::string gbnf = std::string(wrapper) + compiler.compile(schema_rule);
     Grammar g;
     try {
@@ -573,6 +591,8 @@ Grammar json_schema_grammar(const json::value& schema, std::string_view wrapper,
     return g;
 }
 
-Grammar json_schema_grammar(const json::value& schema) { return json_schema_grammar(schema, "", "root"); }
+Grammar json_schema_grammar(const json::value& schema, const JsonSchemaOptions& options) {
+    return json_schema_grammar(schema, "", "root", options);
+}
 
 }  // namespace minfer::grammar

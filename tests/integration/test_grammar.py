@@ -147,3 +147,71 @@ def test_json_schema_test_suite_ratchet(capsys):
     if better and os.environ.get("MINFER_UPDATE_RATCHET") == "1":
         BASELINE.write_text(json.dumps(dict(sorted(now.items())), indent=0) + "\n")
     assert not lost and not worse, f"no longer compiles: {lost}; fewer valid instances accepted: {worse}"
+
+
+def outside_strings(text):
+    """A JSON text's characters outside its strings."""
+    out, in_string, escaped = [], False, False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+PET = {"type": "object", "properties": {"animal": {"enum": ["cat", "dog"]}, "legs": {"type": "integer", "minimum": 0, "maximum": 8},
+                                        "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3},
+                                        "weight": {"type": "number", "exclusiveMinimum": 0, "maximum": 99.5}},
+       "required": ["animal", "legs", "tags"], "additionalProperties": False, "maxProperties": 3}
+
+
+def test_compact_json_has_no_whitespace_between_tokens(tmp_path):
+    """vLLM's structured_outputs.disable_any_whitespace, and --json-compact: only ',' and ':' between tokens
+    (strings keep their spaces); without it the same sampling does write whitespace."""
+    from minfer_server import Server
+    body = {"prompt": "Pet:", "max_tokens": 80, "n": 4, "temperature": 1.5, "seed": 1}
+    with Server() as s:
+        def texts(**fields):
+            status, _, data = s.request("POST", "/v1/completions", {**body, **fields})
+            assert status == 200, data
+            return [(c["text"], c["finish_reason"]) for c in json.loads(data)["choices"]]
+        flexible = texts(structured_outputs={"json": PET, "disable_any_whitespace": False})
+        assert any(re.search(r"\s", outside_strings(t)) for t, _ in flexible), flexible
+        for fields in [{"structured_outputs": {"json": PET, "disable_any_whitespace": True}},
+                       {"guided_json": PET, "structured_outputs": {"disable_any_whitespace": True}},
+                       {"response_format": {"type": "json_schema", "json_schema": {"name": "pet", "schema": PET}},
+                        "structured_outputs": {"disable_any_whitespace": True}}]:
+            out = texts(**fields)
+            for text, finish in out:
+                assert text.startswith("{") and not re.search(r"\s", outside_strings(text)), (fields, text)
+                if finish == "stop":
+                    jsonschema.validate(json.loads(text), PET)
+        status, _, data = s.request("POST", "/v1/completions", {**body, "guided_json": PET,
+                                                                "structured_outputs": {"disable_any_whitespace": "yes"}})
+        assert status == 400 and "'structured_outputs.disable_any_whitespace' must be true or false" in data.decode(), data
+    # The CLI: run, grammar check, generate.
+    schema = tmp_path / "pet.json"
+    schema.write_text(json.dumps(PET))
+    for seed in range(3):
+        text = run_json("-p", "Pet:", "--json-schema", schema, "--json-compact", "--temp", "1.5", "--seed", seed, "-n", 80)["text"]
+        assert not re.search(r"\s", outside_strings(text[len("Pet:"):])), text
+    proc = run_minfer("run", MODEL, "-p", "x", "--json-compact", check=False)
+    assert proc.returncode == 2 and "--json-compact goes with --json-schema" in proc.stderr
+    smol = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    texts_file = tmp_path / "texts.jsonl"
+    texts_file.write_text("\n".join(json.dumps({"text": t}) for t in [
+        '{"animal":"cat","legs":4,"tags":["a b"]}', '{"animal": "cat","legs":4,"tags":[]}', '{"animal":"dog","legs":4,"tags":[] }']))
+    lines = [json.loads(l) for l in run_minfer("grammar", "check", smol, "--json-schema", schema, "--json-compact",
+                                               "--input", texts_file, "--json").stdout.splitlines()]
+    assert [l["accepted"] for l in lines[:3]] == [True, False, False]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps({"id": i, "prompt": "Pet:", "max_tokens": 80, "temperature": 1.5, "seed": i,
+                                              "guided_json": PET}) for i in range(3)))
+    results = tmp_path / "results.jsonl"
+    run_minfer("generate", MODEL, "--input", requests, "--output", results, "--json-compact")
+    for line in results.read_text().splitlines():
+        text = json.loads(line)["choices"][0]["text"]
+        assert text.startswith("{") and not re.search(r"\s", outside_strings(text)), text
