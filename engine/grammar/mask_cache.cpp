@@ -50,8 +50,9 @@ std::shared_ptr<const RestMask> MaskCache::get(const Grammar& g, const Recognize
     rest.rules.push_back({"rest", {Sequence(seq.begin() + p.dot, seq.end())}});
     rest.root = int32_t(rest.rules.size() - 1);
     Recognizer r(rest);
+    Residuals dfa(rest, rest.rules.back().alternatives[0]);
     auto m = std::make_shared<RestMask>();
-    trie.classify(r, m->sure, m->uncertain);
+    trie.classify(r, dfa, m->sure, m->uncertain);
     m->any_sure = std::any_of(m->sure.begin(), m->sure.end(), [](uint32_t w) { return w != 0; });
     m->any_uncertain = std::any_of(m->uncertain.begin(), m->uncertain.end(), [](uint32_t w) { return w != 0; });
     std::lock_guard lock(mu_);

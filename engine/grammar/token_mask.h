@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/grammar/earley.h"
+#include "engine/grammar/residuals.h"
 
 namespace minfer::grammar {
 
@@ -36,6 +37,11 @@ public:
     // which the rules around the position must decide (bits by rank: a
     // token's index in byte order, so that a trie subtree is a range).
     void classify(Recognizer& rest, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+    // The same split, walked with the rest's residual states (residuals.h):
+    // a trie node costs a table lookup, and the recognizer is asked only
+    // below a node whose state is unknown. `dfa` must describe `rest` (its
+    // start state the rest's sequence), which must not have been fed.
+    void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
 
     // Sets (never clears) the bits of the tokens the recognizer takes whole
     // among those whose rank bit is set in `ranks` and whose mask bit is not
@@ -54,6 +60,14 @@ private:
     void walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, const uint32_t* hi, std::vector<uint32_t>& mask) const;
     void classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
                        std::vector<uint32_t>& uncertain) const;
+    struct FastWalk;
+    void classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended, FastWalk& w) const;
+    void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
+        for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
+    }
+    void set_subtree(const Node& n, std::vector<uint32_t>& ranks) const {
+        for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k) ranks[k / 32] |= 1u << (k % 32);
+    }
 
     int32_t vocab_ = 0;
     std::vector<Node> nodes_;  // nodes_[0] is the root (the empty prefix)
