@@ -153,4 +153,31 @@ bool Residuals::expects(int32_t state, uint32_t lo, uint32_t hi) {
     return false;
 }
 
+const CharClass& Residuals::loop(int32_t state) {
+    State& st = states_[size_t(state)];
+    if (st.looped || !known(state)) return st.loop_;
+    st.looped = true;
+    // c loops when the remainders behind the classes holding c are exactly
+    // the residuals: for each residual some class behind which it remains
+    // holds c, and no class with another remainder does.
+    std::vector<CharClass> per_residual(st.residuals.size());
+    CharClass others;
+    for (const auto& [cls, rest] : st.firsts) {
+        const auto it = std::lower_bound(st.residuals.begin(), st.residuals.end(), rest, less);
+        auto& into = it != st.residuals.end() && *it == rest ? per_residual[size_t(it - st.residuals.begin())].ranges : others.ranges;
+        into.insert(into.end(), g_.classes[size_t(cls)].ranges.begin(), g_.classes[size_t(cls)].ranges.end());
+    }
+    // The intersection of the residuals' classes less the others: the
+    // complement of the union of their complements and the others.
+    CharClass none = others;
+    for (CharClass& c : per_residual) {
+        if (c.ranges.empty()) return st.loop_;
+        c.normalize(/*negate=*/true);
+        none.ranges.insert(none.ranges.end(), c.ranges.begin(), c.ranges.end());
+    }
+    none.normalize(/*negate=*/true);
+    st.loop_ = std::move(none);
+    return st.loop_;
+}
+
 }  // namespace minfer::grammar

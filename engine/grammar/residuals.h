@@ -46,6 +46,10 @@ public:
     int32_t next(int32_t state, uint32_t cp);
     // Some character in [lo, hi] may come next (an unfinished UTF-8 character).
     bool expects(int32_t state, uint32_t lo, uint32_t hi);
+    // The code points after which the state is itself again (the set of
+    // residuals unchanged): a JSON string's plain characters, a number's
+    // digits. Empty if none, or the state is unknown.
+    const CharClass& loop(int32_t state);
     size_t size() const { return states_.size(); }
 
 private:
@@ -59,6 +63,8 @@ private:
         std::vector<uint32_t> cuts;
         std::vector<int32_t> run_next;  // kNotYet until asked
         std::vector<bool> run_taken;    // some class takes the run
+        bool looped = false;            // loop_ computed
+        CharClass loop_;
     };
     static constexpr int32_t kNotYet = -3;
 

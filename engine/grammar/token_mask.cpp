@@ -41,6 +41,11 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : vocab_(int32_t(byt
             i = j;
         }
     }
+    for (const int32_t id : ids) {
+        offset_.push_back(uint32_t(arena_.size()));
+        arena_ += bytes[size_t(id)];
+    }
+    offset_.push_back(uint32_t(arena_.size()));
     sorted_ = std::move(ids);
     rank_.assign(size_t(vocab_), 0);
     for (size_t i = 0; i < sorted_.size(); ++i) rank_[size_t(sorted_[i])] = uint32_t(i);
@@ -124,92 +129,6 @@ void TokenTrie::allowed_among(Recognizer& r, const std::vector<uint32_t>& ranks,
             if (!(mask[size_t(id) / 32] >> (id % 32) & 1u)) wanted.push_back(k);
         }
     walk_among(0, r, wanted.data(), wanted.data() + wanted.size(), mask);
-}
-
-}  // namespace minfer::grammar
-
-namespace minfer::grammar {
-
-struct TokenTrie::FastWalk {
-    Residuals& dfa;
-    Recognizer& r;
-    std::vector<uint32_t>& sure;
-    std::vector<uint32_t>& uncertain;
-    std::string path;   // the bytes from the root to the node being walked
-    size_t synced = 0;  // how many of them the recognizer has been fed (a prefix)
-};
-
-// classify_walk's twin: `state` is the residual state after the path's whole
-// characters, pending_len bytes of an unfinished one (of `need`) follow. The
-// byte checks are the recognizer's (Recognizer::feed), asked of the state.
-void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
-                              FastWalk& w) const {
-    enum { kTake, kRefuse, kAsk } what;
-    const bool known = w.dfa.known(state);
-    const Node& n = nodes_[node];
-    for (uint32_t c = n.first_child; c < n.first_child + n.num_children; ++c) {
-        const Node& child = nodes_[c];
-        const uint8_t b = child.byte;
-        int32_t to = state;
-        uint32_t bytes = 0;
-        int len = 0, nneed = 0;
-        if (!known) {
-            what = kAsk;
-        } else if (pending_len == 0 && b < 0x80) {
-            to = w.dfa.next(state, b);
-            what = to == Residuals::kRefused ? kRefuse : to == Residuals::kUnknown ? kAsk : kTake;
-        } else if (pending_len == 0) {  // a lead byte
-            nneed = utf8_need(b);
-            const auto [lo, hi] = utf8_prefix_range(b, 1, nneed);
-            what = nneed && lo <= hi && w.dfa.expects(state, lo, hi) ? kTake : kRefuse;
-            bytes = b, len = 1;
-        } else if ((b & 0xC0) != 0x80) {
-            what = kRefuse;
-        } else {
-            bytes = pending | uint32_t(b) << (8 * pending_len), len = pending_len + 1, nneed = need;
-            const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
-            if (lo > hi) {
-                what = kRefuse;
-            } else if (len < need) {
-                what = w.dfa.expects(state, lo, hi) ? kTake : kRefuse;
-            } else {  // the whole character: lo == hi
-                to = w.dfa.next(state, lo);
-                what = to == Residuals::kRefused ? kRefuse : to == Residuals::kUnknown ? kAsk : kTake;
-                len = 0;
-            }
-        }
-        if (what == kRefuse) {
-            if (ended) set_subtree(child, w.uncertain);  // the rest could have ended earlier on this path
-        } else if (what == kTake) {
-            set_tokens(child, w.sure);
-            w.path.push_back(char(b));
-            classify_fast(c, to, bytes, len, nneed, ended || (len == 0 && w.dfa.accepting(to)), w);
-            w.path.pop_back();
-            if (w.synced > w.path.size()) {
-                w.r.rollback(w.synced - w.path.size());
-                w.synced = w.path.size();
-            }
-        } else {
-            // Past the residuals' bounds: the recognizer, brought to this node
-            // (it takes the path, which the residuals took), walks the subtree.
-            for (; w.synced < w.path.size(); ++w.synced) w.r.feed(uint8_t(w.path[w.synced]));
-            if (w.r.feed(b)) {
-                set_tokens(child, w.sure);
-                classify_walk(c, ended || w.r.accepting(), w.r, w.sure, w.uncertain);
-                w.r.rollback(1);
-            } else if (ended) {
-                set_subtree(child, w.uncertain);
-            }
-        }
-    }
-}
-
-void TokenTrie::classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const {
-    sure.assign((size_t(vocab_) + 31) / 32, 0u);
-    uncertain.assign((sorted_.size() + 31) / 32, 0u);
-    FastWalk w{dfa, rest, sure, uncertain, {}, 0};
-    classify_fast(0, 0, 0, 0, 0, false, w);
-    rest.rollback(w.synced);
 }
 
 }  // namespace minfer::grammar

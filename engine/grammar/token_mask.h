@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/earley.h"
@@ -41,7 +44,22 @@ public:
     // a trie node costs a table lookup, and the recognizer is asked only
     // below a node whose state is unknown. `dfa` must describe `rest` (its
     // start state the rest's sequence), which must not have been fed.
+    // A state that loops over a class (Residuals::loop) takes every token
+    // whose bytes from there are characters of the class whole: those are
+    // set from spans() in one pass, and only the others are walked.
     void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+
+    // Where each token leaves a class C, computed once per class (thread-safe).
+    struct Spans {
+        // Per rank: the end of the token's last character outside C (0: none),
+        // the token's length if it is not UTF-8 or ends with the start of a
+        // character C has none beginning so. A walk that loops over C from a
+        // character boundary at depth d takes whole the tokens below with bad_end <= d.
+        std::vector<uint16_t> bad_end;
+        std::vector<uint32_t> inside;  // bit by id: bad_end == 0
+        std::vector<uint32_t> outside; // the ranks with bad_end > 0, ascending
+    };
+    std::shared_ptr<const Spans> spans(const CharClass& c) const;
 
     // Sets (never clears) the bits of the tokens the recognizer takes whole
     // among those whose rank bit is set in `ranks` and whose mask bit is not
@@ -61,7 +79,10 @@ private:
     void classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
                        std::vector<uint32_t>& uncertain) const;
     struct FastWalk;
-    void classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended, FastWalk& w) const;
+    // [lo, hi): when not null, only the tokens of these ranks matter (as walk_among).
+    void classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
+                       const uint32_t* lo, const uint32_t* hi, FastWalk& w) const;
+    void classify_loop(uint32_t node, int32_t state, bool ended, const Spans& spans, FastWalk& w) const;
     void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
         for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
     }
@@ -74,6 +95,10 @@ private:
     std::vector<int32_t> tokens_;
     std::vector<int32_t> sorted_;  // the ids sorted by their bytes
     std::vector<uint32_t> rank_;   // id -> its index in sorted_
+    std::string arena_;            // the tokens' bytes in rank order
+    std::vector<uint32_t> offset_; // rank -> where its bytes begin in arena_ (one more at the end)
+    mutable std::mutex spans_mu_;
+    mutable std::unordered_map<std::string, std::shared_ptr<const Spans>> spans_;  // by the class's ranges
 };
 
 }  // namespace minfer::grammar

@@ -1,0 +1,183 @@
+// TokenTrie::classify with residual states (residuals.h): the walk that
+// computes the mask cache's splits. The plain walk (token_mask.cpp) feeds the
+// recognizer at every trie node; this one looks the next state up in a table,
+// and where a state loops over a class (inside a JSON string) it sets the
+// tokens made of the class's characters from a precomputed pass over the
+// vocabulary and walks only the others (those with a quote, a backslash, a
+// character the class lacks). The recognizer walks only below a state past
+// the residuals' bounds.
+#include <algorithm>
+
+#include "engine/grammar/token_mask.h"
+
+namespace minfer::grammar {
+
+struct TokenTrie::FastWalk {
+    Residuals& dfa;
+    Recognizer& r;
+    std::vector<uint32_t>& sure;
+    std::vector<uint32_t>& uncertain;
+    std::string path;   // the bytes from the root to the node being walked
+    size_t synced = 0;  // how many of them the recognizer has been fed (a prefix)
+    std::vector<std::pair<bool, const Spans*>> loops;  // per state: looked up, and its loop's spans (null if none)
+};
+
+std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) const {
+    std::string key;
+    for (const auto& [lo, hi] : c.ranges) key += std::to_string(lo) + '-' + std::to_string(hi) + ',';
+    {
+        std::lock_guard lock(spans_mu_);
+        if (auto it = spans_.find(key); it != spans_.end()) return it->second;
+    }
+    auto s = std::make_shared<Spans>();
+    bool ascii[128];
+    for (uint32_t b = 0; b < 128; ++b) ascii[b] = c.contains(b);
+    s->bad_end.resize(sorted_.size());
+    s->inside.assign((size_t(vocab_) + 31) / 32, 0u);
+    for (size_t k = 0; k < sorted_.size(); ++k) {
+        const uint8_t* t = reinterpret_cast<const uint8_t*>(arena_.data()) + offset_[k];
+        const size_t n = offset_[k + 1] - offset_[k];
+        size_t bad = 0;
+        for (size_t i = 0; i < n;) {
+            if (t[i] < 0x80) {
+                if (!ascii[t[i]]) bad = i + 1;
+                ++i;
+                continue;
+            }
+            // A character of `need` bytes, or its first `len` if the token ends inside it.
+            const int need = utf8_need(t[i]);
+            uint32_t bytes = t[i];
+            int len = 1;
+            size_t j = i + 1;
+            for (; need && len < need && j < n && (t[j] & 0xC0) == 0x80; ++j, ++len) bytes |= uint32_t(t[j]) << (8 * len);
+            const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
+            const bool cut = len < need && j < n;  // a byte that cannot continue the character
+            if (!need || cut || lo > hi || (len == need ? !c.contains(lo) : !c.intersects(lo, hi))) {
+                bad = len == need && need && lo <= hi ? j : n;  // a whole character outside C, or not UTF-8
+                if (bad == n) break;
+            }
+            i = j;
+        }
+        s->bad_end[k] = uint16_t(std::min<size_t>(bad, UINT16_MAX));
+        if (bad == 0)
+            s->inside[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+        else
+            s->outside.push_back(uint32_t(k));
+    }
+    std::lock_guard lock(spans_mu_);
+    return spans_.emplace(key, std::move(s)).first->second;
+}
+
+// classify_walk's twin: `state` is the residual state after the path's whole
+// characters, pending_len bytes of an unfinished one (of `need`) follow. The
+// byte checks are the recognizer's (Recognizer::feed), asked of the state.
+void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
+                              const uint32_t* lo, const uint32_t* hi, FastWalk& w) const {
+    const bool known = w.dfa.known(state);
+    if (known && pending_len == 0 && !lo) {
+        if (size_t(state) >= w.loops.size()) w.loops.resize(size_t(state) + 1, {false, nullptr});
+        auto& [looked, loop] = w.loops[size_t(state)];
+        if (!looked) {
+            const CharClass& c = w.dfa.loop(state);
+            looked = true;
+            loop = c.ranges.empty() ? nullptr : spans(c).get();  // (the trie keeps spans for good)
+        }
+        if (loop) return classify_loop(node, state, ended, *loop, w);
+    }
+    enum { kTake, kRefuse, kAsk } what;
+    const Node& n = nodes_[node];
+    for (uint32_t c = n.first_child; c < n.first_child + n.num_children && (!lo || lo != hi); ++c) {
+        const Node& child = nodes_[c];
+        const uint32_t* end = lo;
+        if (lo) {  // the wanted ranks below this child
+            while (lo != hi && *lo < child.subtree_begin) ++lo;
+            end = lo;
+            while (end != hi && *end < child.subtree_end) ++end;
+            if (end == lo) continue;
+        }
+        const uint8_t b = child.byte;
+        int32_t to = state;
+        uint32_t bytes = 0;
+        int len = 0, nneed = 0;
+        if (!known) {
+            what = kAsk;
+        } else if (pending_len == 0 && b < 0x80) {
+            to = w.dfa.next(state, b);
+            what = to == Residuals::kRefused ? kRefuse : to == Residuals::kUnknown ? kAsk : kTake;
+        } else if (pending_len == 0) {  // a lead byte
+            nneed = utf8_need(b);
+            const auto [clo, chi] = utf8_prefix_range(b, 1, nneed);
+            what = nneed && clo <= chi && w.dfa.expects(state, clo, chi) ? kTake : kRefuse;
+            bytes = b, len = 1;
+        } else if ((b & 0xC0) != 0x80) {
+            what = kRefuse;
+        } else {
+            bytes = pending | uint32_t(b) << (8 * pending_len), len = pending_len + 1, nneed = need;
+            const auto [clo, chi] = utf8_prefix_range(bytes, len, need);
+            if (clo > chi) {
+                what = kRefuse;
+            } else if (len < need) {
+                what = w.dfa.expects(state, clo, chi) ? kTake : kRefuse;
+            } else {  // the whole character: clo == chi
+                to = w.dfa.next(state, clo);
+                what = to == Residuals::kRefused ? kRefuse : to == Residuals::kUnknown ? kAsk : kTake;
+                len = 0;
+            }
+        }
+        if (what == kRefuse) {
+            if (ended) set_subtree(child, w.uncertain);  // the rest could have ended earlier on this path
+        } else if (what == kTake) {
+            set_tokens(child, w.sure);
+            w.path.push_back(char(b));
+            classify_fast(c, to, bytes, len, nneed, ended || (len == 0 && w.dfa.accepting(to)), lo, end, w);
+            w.path.pop_back();
+            if (w.synced > w.path.size()) {
+                w.r.rollback(w.synced - w.path.size());
+                w.synced = w.path.size();
+            }
+        } else {
+            // Past the residuals' bounds: the recognizer, brought to this node
+            // (it takes the path, which the residuals took), walks the subtree.
+            for (; w.synced < w.path.size(); ++w.synced) w.r.feed(uint8_t(w.path[w.synced]));
+            if (w.r.feed(b)) {
+                set_tokens(child, w.sure);
+                classify_walk(c, ended || w.r.accepting(), w.r, w.sure, w.uncertain);
+                w.r.rollback(1);
+            } else if (ended) {
+                set_subtree(child, w.uncertain);
+            }
+        }
+        if (lo) lo = end;
+    }
+}
+
+// A state that loops over C at a character boundary: every token below whose
+// bytes from here are C's characters is taken whole (the state stays), so it
+// is sure; the walk goes on for the others only. (Nodes it visits below are
+// not looked up again: their subtrees hold only wanted tokens.)
+void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Spans& s, FastWalk& w) const {
+    std::vector<uint32_t> wanted;
+    if (node == 0) {
+        for (size_t i = 0; i < w.sure.size(); ++i) w.sure[i] |= s.inside[i];
+        wanted = s.outside;
+    } else {
+        const size_t depth = w.path.size();
+        const Node& n = nodes_[node];
+        for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k)
+            if (s.bad_end[k] <= depth)
+                w.sure[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+            else
+                wanted.push_back(k);
+    }
+    if (!wanted.empty()) classify_fast(node, state, 0, 0, 0, ended, wanted.data(), wanted.data() + wanted.size(), w);
+}
+
+void TokenTrie::classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const {
+    sure.assign((size_t(vocab_) + 31) / 32, 0u);
+    uncertain.assign((sorted_.size() + 31) / 32, 0u);
+    FastWalk w{dfa, rest, sure, uncertain, {}, 0, {}};
+    classify_fast(0, 0, 0, 0, 0, false, nullptr, nullptr, w);
+    rest.rollback(w.synced);
+}
+
+}  // namespace minfer::grammar
