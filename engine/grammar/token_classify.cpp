@@ -37,26 +37,32 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
     for (size_t k = 0; k < sorted_.size(); ++k) {
         const uint8_t* t = reinterpret_cast<const uint8_t*>(arena_.data()) + offset_[k];
         const size_t n = offset_[k + 1] - offset_[k];
+        // From the end backwards, up to the last character outside C: most
+        // tokens stop at once for a small class. (UTF-8 finds characters
+        // backwards too: they begin at the bytes that do not continue one.)
         size_t bad = 0;
-        for (size_t i = 0; i < n;) {
-            if (t[i] < 0x80) {
-                if (!ascii[t[i]]) bad = i + 1;
-                ++i;
+        for (size_t e = n; e > 0;) {
+            if (t[e - 1] < 0x80) {
+                if (!ascii[t[e - 1]]) {
+                    bad = e;
+                    break;
+                }
+                --e;
                 continue;
             }
-            // A character of `need` bytes, or its first `len` if the token ends inside it.
-            const int need = utf8_need(t[i]);
-            uint32_t bytes = t[i];
-            int len = 1;
-            size_t j = i + 1;
-            for (; need && len < need && j < n && (t[j] & 0xC0) == 0x80; ++j, ++len) bytes |= uint32_t(t[j]) << (8 * len);
+            size_t b = e - 1;
+            while (b > 0 && e - b < 4 && (t[b] & 0xC0) == 0x80) --b;
+            const int need = utf8_need(t[b]), len = int(e - b);
+            uint32_t bytes = 0;
+            for (int i = 0; i < len; ++i) bytes |= uint32_t(t[b + size_t(i)]) << (8 * i);
+            // Only the token's last character may be unfinished.
+            const bool whole = need && len == need, valid = need && (whole || (len < need && e == n));
             const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
-            const bool cut = len < need && j < n;  // a byte that cannot continue the character
-            if (!need || cut || lo > hi || (len == need ? !c.contains(lo) : !c.intersects(lo, hi))) {
-                bad = len == need && need && lo <= hi ? j : n;  // a whole character outside C, or not UTF-8
-                if (bad == n) break;
+            if (!valid || lo > hi || (whole ? !c.contains(lo) : !c.intersects(lo, hi))) {
+                bad = valid && whole && lo <= hi ? e : n;  // a whole character outside C, or not UTF-8
+                break;
             }
-            i = j;
+            e = b;
         }
         s->bad_end[k] = uint16_t(std::min<size_t>(bad, UINT16_MAX));
         if (bad == 0)
