@@ -34,6 +34,7 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
     for (uint32_t b = 0; b < 128; ++b) ascii[b] = c.contains(b);
     s->bad_end.resize(sorted_.size());
     s->inside.assign((size_t(vocab_) + 31) / 32, 0u);
+    s->inside1.assign((size_t(vocab_) + 31) / 32, 0u);
     for (size_t k = 0; k < sorted_.size(); ++k) {
         const uint8_t* t = reinterpret_cast<const uint8_t*>(arena_.data()) + offset_[k];
         const size_t n = offset_[k + 1] - offset_[k];
@@ -69,6 +70,10 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
             s->inside[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
         else
             s->outside.push_back(uint32_t(k));
+        if (bad <= 1)
+            s->inside1[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+        else
+            s->outside1.push_back(uint32_t(k));
     }
     std::lock_guard lock(spans_mu_);
     return spans_.emplace(key, std::move(s)).first->second;
@@ -80,20 +85,14 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
 void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
                               const uint32_t* lo, const uint32_t* hi, FastWalk& w) const {
     const bool known = w.dfa.known(state);
-    if (known && pending_len == 0 && !lo) {
-        if (size_t(state) >= w.loops.size()) w.loops.resize(size_t(state) + 1, {false, nullptr});
-        auto& [looked, loop] = w.loops[size_t(state)];
-        if (!looked) {
-            const CharClass& c = w.dfa.loop(state);
-            looked = true;
-            loop = c.ranges.empty() ? nullptr : spans(c).get();  // (the trie keeps spans for good)
-        }
-        if (loop) return classify_loop(node, state, ended, *loop, w);
-    }
+    if (known && pending_len == 0 && !lo)
+        if (const Spans* loop = loop_spans(state, w)) return classify_loop(node, state, ended, *loop, w);
+    const std::vector<bool> done = node == 0 && known && !lo ? classify_root_loops(state, w) : std::vector<bool>();
     enum { kTake, kRefuse, kAsk } what;
     const Node& n = nodes_[node];
     for (uint32_t c = n.first_child; c < n.first_child + n.num_children && (!lo || lo != hi); ++c) {
         const Node& child = nodes_[c];
+        if (!done.empty() && done[c - n.first_child]) continue;
         const uint32_t* end = lo;
         if (lo) {  // the wanted ranks below this child
             while (lo != hi && *lo < child.subtree_begin) ++lo;
@@ -155,6 +154,67 @@ void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, in
         }
         if (lo) lo = end;
     }
+}
+
+const TokenTrie::Spans* TokenTrie::loop_spans(int32_t state, FastWalk& w) const {
+    if (size_t(state) >= w.loops.size()) w.loops.resize(size_t(state) + 1, {false, nullptr});
+    auto& [looked, loop] = w.loops[size_t(state)];
+    if (!looked) {
+        const CharClass& c = w.dfa.loop(state);
+        looked = true;
+        loop = c.ranges.empty() ? nullptr : spans(c).get();  // (the trie keeps spans for good)
+    }
+    return loop;
+}
+
+// The root's children (ASCII) after which the state loops over one class,
+// when they hold most of the vocabulary (a property name kept apart from the
+// named ones by its first character, then any string): the tokens whose
+// bytes after the first are the class's characters are set with one
+// bitset, and the walk goes on for the others only. Says which children it took.
+std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) const {
+    const Node& root = nodes_[0];
+    std::vector<bool> done(root.num_children, false);
+    const Spans* s = nullptr;
+    size_t covered = 0;
+    for (uint32_t i = 0; i < root.num_children; ++i) {
+        const Node& child = nodes_[root.first_child + i];
+        if (child.byte >= 0x80) continue;
+        const int32_t to = w.dfa.next(state, child.byte);
+        const Spans* loop = to >= 0 ? loop_spans(to, w) : nullptr;
+        if (!loop || (s && loop != s)) continue;
+        s = loop;
+        done[i] = true;
+        covered += child.subtree_end - child.subtree_begin;
+    }
+    if (!s || covered * 2 < sorted_.size()) return {};
+    std::vector<uint32_t> taken = s->inside1;
+    for (uint32_t i = 0; i < root.num_children; ++i) {
+        if (done[i]) continue;
+        const Node& child = nodes_[root.first_child + i];
+        for (uint32_t k = child.subtree_begin; k < child.subtree_end; ++k) taken[size_t(sorted_[k]) / 32] &= ~(1u << (sorted_[k] % 32));
+    }
+    for (size_t i = 0; i < taken.size(); ++i) w.sure[i] |= taken[i];
+    const uint32_t *lo = s->outside1.data(), *hi = lo + s->outside1.size();
+    for (uint32_t i = 0; i < root.num_children; ++i) {
+        if (!done[i]) continue;
+        const Node& child = nodes_[root.first_child + i];
+        while (lo != hi && *lo < child.subtree_begin) ++lo;
+        const uint32_t* end = lo;
+        while (end != hi && *end < child.subtree_end) ++end;
+        if (end != lo) {
+            const int32_t to = w.dfa.next(state, child.byte);
+            w.path.push_back(char(child.byte));
+            classify_fast(root.first_child + i, to, 0, 0, 0, w.dfa.accepting(to), lo, end, w);
+            w.path.pop_back();
+            if (w.synced > 0) {
+                w.r.rollback(w.synced);
+                w.synced = 0;
+            }
+        }
+        lo = end;
+    }
+    return done;
 }
 
 // A state that loops over C at a character boundary: every token below whose

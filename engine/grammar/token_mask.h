@@ -58,6 +58,7 @@ public:
         std::vector<uint16_t> bad_end;
         std::vector<uint32_t> inside;  // bit by id: bad_end == 0
         std::vector<uint32_t> outside; // the ranks with bad_end > 0, ascending
+        std::vector<uint32_t> inside1, outside1;  // the same for bad_end <= 1 (loops after a first character)
     };
     std::shared_ptr<const Spans> spans(const CharClass& c) const;
 
@@ -83,6 +84,8 @@ private:
     void classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
                        const uint32_t* lo, const uint32_t* hi, FastWalk& w) const;
     void classify_loop(uint32_t node, int32_t state, bool ended, const Spans& spans, FastWalk& w) const;
+    std::vector<bool> classify_root_loops(int32_t state, FastWalk& w) const;
+    const Spans* loop_spans(int32_t state, FastWalk& w) const;
     void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
         for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
     }
