@@ -22,6 +22,62 @@ struct TokenTrie::FastWalk {
     std::vector<std::pair<bool, const Spans*>> loops;  // per state: looked up, and its loop's spans (null if none)
 };
 
+namespace {
+
+// The end of the last character of t outside C, scanning from the end (most
+// tokens stop at once for a small class; UTF-8 finds characters backwards
+// too: they begin at the bytes that do not continue one); 0 if none, n if t
+// is not UTF-8 or ends with the start of a character C has none beginning so.
+size_t last_outside(const uint8_t* t, size_t n, const CharClass& c, const bool (&ascii)[128]) {
+    for (size_t e = n; e > 0;) {
+        if (t[e - 1] < 0x80) {
+            if (!ascii[t[e - 1]]) return e;
+            --e;
+            continue;
+        }
+        size_t b = e - 1;
+        while (b > 0 && e - b < 4 && (t[b] & 0xC0) == 0x80) --b;
+        const int need = utf8_need(t[b]), len = int(e - b);
+        uint32_t bytes = 0;
+        for (int i = 0; i < len; ++i) bytes |= uint32_t(t[b + size_t(i)]) << (8 * i);
+        // Only the token's last character may be unfinished.
+        const bool whole = need && len == need, valid = need && (whole || (len < need && e == n));
+        const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
+        if (!valid || lo > hi || (whole ? !c.contains(lo) : !c.intersects(lo, hi)))
+            return valid && whole && lo <= hi ? e : n;  // a whole character outside C, or not UTF-8
+        e = b;
+    }
+    return 0;
+}
+
+}  // namespace
+
+size_t TokenTrie::Spans::bad_end(const TokenTrie& trie, uint32_t rank) const {
+    const uint32_t from = trie.offset_[rank];
+    return last_outside(reinterpret_cast<const uint8_t*>(trie.arena_.data()) + from, trie.offset_[rank + 1] - from, cls, ascii);
+}
+
+void TokenTrie::index_tokens() {
+    const CharClass any{{{0, kMaxCodePoint}}};
+    bool all[128];
+    std::fill(std::begin(all), std::end(all), true);
+    for (size_t k = 0; k < sorted_.size(); ++k) {
+        const uint8_t* t = reinterpret_cast<const uint8_t*>(arena_.data()) + offset_[k];
+        const size_t n = offset_[k + 1] - offset_[k];
+        TokenChars f;
+        for (size_t i = 0; i < n; ++i)
+            if (t[i] < 0x80) {
+                f.ascii[t[i] / 64] |= uint64_t(1) << (t[i] % 64);
+                if (i > 0) f.ascii_after_first[t[i] / 64] |= uint64_t(1) << (t[i] % 64);
+            } else {
+                f.non_ascii = true;
+            }
+        f.first_ascii = n > 0 && t[0] < 0x80;
+        f.utf8 = last_outside(t, n, any, all) == 0;
+        chars_.push_back(f);
+    }
+}
+
 std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) const {
     std::string key;
     for (const auto& [lo, hi] : c.ranges) key += std::to_string(lo) + '-' + std::to_string(hi) + ',';
@@ -30,50 +86,41 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
         if (auto it = spans_.find(key); it != spans_.end()) return it->second;
     }
     auto s = std::make_shared<Spans>();
-    bool ascii[128];
-    for (uint32_t b = 0; b < 128; ++b) ascii[b] = c.contains(b);
-    s->bad_end.resize(sorted_.size());
+    s->cls = c;
+    uint64_t outside_ascii[2] = {0, 0};
+    for (uint32_t b = 0; b < 128; ++b) {
+        s->ascii[b] = c.contains(b);
+        if (!s->ascii[b]) outside_ascii[b / 64] |= uint64_t(1) << (b % 64);
+    }
+    // A class with every code point past ASCII (a JSON string's) or none
+    // (most patterns') decides a token from its index: ASCII bytes as bits,
+    // and whether it is UTF-8. Others read the token.
+    const bool all_non_ascii = std::any_of(c.ranges.begin(), c.ranges.end(), [](const auto& r) { return r.first <= 0x80 && r.second == kMaxCodePoint; });
+    const bool no_non_ascii = !c.intersects(0x80, kMaxCodePoint);
     s->inside.assign((size_t(vocab_) + 31) / 32, 0u);
     s->inside1.assign((size_t(vocab_) + 31) / 32, 0u);
-    for (size_t k = 0; k < sorted_.size(); ++k) {
-        const uint8_t* t = reinterpret_cast<const uint8_t*>(arena_.data()) + offset_[k];
-        const size_t n = offset_[k + 1] - offset_[k];
-        // From the end backwards, up to the last character outside C: most
-        // tokens stop at once for a small class. (UTF-8 finds characters
-        // backwards too: they begin at the bytes that do not continue one.)
-        size_t bad = 0;
-        for (size_t e = n; e > 0;) {
-            if (t[e - 1] < 0x80) {
-                if (!ascii[t[e - 1]]) {
-                    bad = e;
-                    break;
-                }
-                --e;
-                continue;
-            }
-            size_t b = e - 1;
-            while (b > 0 && e - b < 4 && (t[b] & 0xC0) == 0x80) --b;
-            const int need = utf8_need(t[b]), len = int(e - b);
-            uint32_t bytes = 0;
-            for (int i = 0; i < len; ++i) bytes |= uint32_t(t[b + size_t(i)]) << (8 * i);
-            // Only the token's last character may be unfinished.
-            const bool whole = need && len == need, valid = need && (whole || (len < need && e == n));
-            const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
-            if (!valid || lo > hi || (whole ? !c.contains(lo) : !c.intersects(lo, hi))) {
-                bad = valid && whole && lo <= hi ? e : n;  // a whole character outside C, or not UTF-8
-                break;
-            }
-            e = b;
+    auto in = [&](const uint64_t (&a)[2]) { return !(a[0] & outside_ascii[0]) && !(a[1] & outside_ascii[1]); };
+    for (uint32_t k = 0; k < uint32_t(sorted_.size()); ++k) {
+        const TokenChars& f = chars_[k];
+        bool inside, inside1;
+        if (all_non_ascii || no_non_ascii || !f.non_ascii) {
+            const bool rest_ok = !f.non_ascii || (all_non_ascii && f.utf8);
+            inside = rest_ok && in(f.ascii);
+            // Past an ASCII first byte, the rest; a token of one byte ends at depth 1.
+            inside1 = inside || offset_[k + 1] - offset_[k] <= 1 || (f.first_ascii && rest_ok && in(f.ascii_after_first));
+        } else {
+            const size_t bad = s->bad_end(*this, k);
+            inside = bad == 0, inside1 = bad <= 1;
         }
-        s->bad_end[k] = uint16_t(std::min<size_t>(bad, UINT16_MAX));
-        if (bad == 0)
-            s->inside[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+        const int32_t id = sorted_[k];
+        if (inside)
+            s->inside[size_t(id) / 32] |= 1u << (id % 32);
         else
-            s->outside.push_back(uint32_t(k));
-        if (bad <= 1)
-            s->inside1[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+            s->outside.push_back(k);
+        if (inside1)
+            s->inside1[size_t(id) / 32] |= 1u << (id % 32);
         else
-            s->outside1.push_back(uint32_t(k));
+            s->outside1.push_back(k);
     }
     std::lock_guard lock(spans_mu_);
     return spans_.emplace(key, std::move(s)).first->second;
@@ -230,7 +277,7 @@ void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Sp
         const size_t depth = w.path.size();
         const Node& n = nodes_[node];
         for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k)
-            if (s.bad_end[k] <= depth)
+            if ((s.inside[size_t(sorted_[k]) / 32] >> (sorted_[k] % 32) & 1u) || s.bad_end(*this, k) <= depth)
                 w.sure[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
             else
                 wanted.push_back(k);

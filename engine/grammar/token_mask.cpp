@@ -47,6 +47,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : vocab_(int32_t(byt
     }
     offset_.push_back(uint32_t(arena_.size()));
     sorted_ = std::move(ids);
+    index_tokens();
     rank_.assign(size_t(vocab_), 0);
     for (size_t i = 0; i < sorted_.size(); ++i) rank_[size_t(sorted_[i])] = uint32_t(i);
 }

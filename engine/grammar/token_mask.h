@@ -50,15 +50,17 @@ public:
     void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
 
     // Where each token leaves a class C, computed once per class (thread-safe).
+    // A token's bad end is the end of its last character outside C (0: none),
+    // its length if it is not UTF-8 or ends with the start of a character C
+    // has none beginning so. A walk that loops over C from a character
+    // boundary at depth d takes whole the tokens below whose bad end is <= d.
     struct Spans {
-        // Per rank: the end of the token's last character outside C (0: none),
-        // the token's length if it is not UTF-8 or ends with the start of a
-        // character C has none beginning so. A walk that loops over C from a
-        // character boundary at depth d takes whole the tokens below with bad_end <= d.
-        std::vector<uint16_t> bad_end;
-        std::vector<uint32_t> inside;  // bit by id: bad_end == 0
-        std::vector<uint32_t> outside; // the ranks with bad_end > 0, ascending
-        std::vector<uint32_t> inside1, outside1;  // the same for bad_end <= 1 (loops after a first character)
+        CharClass cls;
+        bool ascii[128];               // C's ASCII characters
+        std::vector<uint32_t> inside;  // bit by id: bad end 0
+        std::vector<uint32_t> outside; // the other ranks, ascending
+        std::vector<uint32_t> inside1, outside1;  // the same for a bad end <= 1 (loops after a first character)
+        size_t bad_end(const TokenTrie& trie, uint32_t rank) const;
     };
     std::shared_ptr<const Spans> spans(const CharClass& c) const;
 
@@ -98,6 +100,14 @@ private:
     std::vector<int32_t> tokens_;
     std::vector<int32_t> sorted_;  // the ids sorted by their bytes
     std::vector<uint32_t> rank_;   // id -> its index in sorted_
+    // What spans() can tell of a token without reading it: its ASCII bytes,
+    // whether it has others, whether it is UTF-8 (a last character may be unfinished).
+    struct TokenChars {
+        uint64_t ascii[2] = {0, 0}, ascii_after_first[2] = {0, 0};
+        bool first_ascii = false, non_ascii = false, utf8 = false;
+    };
+    void index_tokens();
+    std::vector<TokenChars> chars_;  // by rank
     std::string arena_;            // the tokens' bytes in rank order
     std::vector<uint32_t> offset_; // rank -> where its bytes begin in arena_ (one more at the end)
     mutable std::mutex spans_mu_;

@@ -60,6 +60,11 @@ std::vector<Grammar> grammars() {
                 term ::= [0-9]+ | "é" | [^"+0-9]{1,3})",
              // Two loops that take the same characters: sets of residuals.
              R"(root ::= [a-zé]* [a-z0-9☃]* "!" | "a" [^!]*)",
+             // Loops that begin after a first character (most of the
+             // vocabulary under the root's children that lead there): one
+             // without characters past ASCII, one with all of them.
+             R"(root ::= [ a-zA-Z] [a-z ]* ".")",
+             R"(root ::= [^b] [^"]* "\"")",
          })
         out.push_back(parse_gbnf(gbnf));
     return out;
