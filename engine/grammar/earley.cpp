@@ -100,11 +100,7 @@ bool Recognizer::scan(uint32_t cp) {
     return true;
 }
 
-namespace {
-
-// The code points whose UTF-8 encoding starts with the `len` bytes packed in
-// `bytes` (the first in the low byte) of a character of `need` bytes.
-std::pair<uint32_t, uint32_t> prefix_range(uint32_t bytes, int len, int need) {
+std::pair<uint32_t, uint32_t> utf8_prefix_range(uint32_t bytes, int len, int need) {
     uint32_t lo = 0, hi = 0;
     for (int i = 0; i < need; ++i) {
         const uint8_t b = i < len ? uint8_t(bytes >> (8 * i)) : 0;
@@ -117,7 +113,10 @@ std::pair<uint32_t, uint32_t> prefix_range(uint32_t bytes, int len, int need) {
     return {std::max(lo, least), std::min(hi, kMaxCodePoint)};
 }
 
-}  // namespace
+int utf8_need(uint8_t lead) {
+    const int need = (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    return need == 0 || lead == 0xC0 || lead == 0xC1 || lead > 0xF4 ? 0 : need;
+}
 
 bool Recognizer::feed(uint8_t byte) {
     const Byte prev = history_.empty() ? Byte{true, 0, 0, 0} : history_.back();
@@ -127,9 +126,9 @@ bool Recognizer::feed(uint8_t byte) {
             history_.push_back({true, 0, 0, 0});
             return true;
         }
-        const int need = (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-        if (need == 0 || byte == 0xC0 || byte == 0xC1 || byte > 0xF4) return false;
-        const auto [lo, hi] = prefix_range(byte, 1, need);
+        const int need = utf8_need(byte);
+        if (need == 0) return false;
+        const auto [lo, hi] = utf8_prefix_range(byte, 1, need);
         if (lo > hi || !expects(lo, hi)) return false;
         history_.push_back({false, byte, 1, uint8_t(need)});
         return true;
@@ -137,7 +136,7 @@ bool Recognizer::feed(uint8_t byte) {
     if ((byte & 0xC0) != 0x80) return false;
     const uint32_t bytes = prev.pending | uint32_t(byte) << (8 * prev.pending_len);
     const int len = prev.pending_len + 1, need = prev.pending_need;
-    const auto [lo, hi] = prefix_range(bytes, len, need);
+    const auto [lo, hi] = utf8_prefix_range(bytes, len, need);
     if (lo > hi) return false;
     if (len < need) {
         if (!expects(lo, hi)) return false;

@@ -13,11 +13,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/grammar/grammar.h"
 
 namespace minfer::grammar {
+
+// The code points whose UTF-8 encoding starts with the `len` bytes packed in
+// `bytes` (the first in the low byte) of a character of `need` bytes; lo > hi
+// if none.
+std::pair<uint32_t, uint32_t> utf8_prefix_range(uint32_t bytes, int len, int need);
+// The length of the character a lead byte starts (2 to 4); 0 if it starts none.
+int utf8_need(uint8_t lead);
 
 class Recognizer {
 public:

@@ -28,6 +28,17 @@
 
 namespace minfer::grammar {
 
+// Per rule, the one place it is used, (-1, -1, -1) if it is used in none or
+// several, or is the root.
+std::vector<Recognizer::Position> single_uses(const Grammar& g);
+// A position's rest, and after it, while the rule it is in is used in one
+// place only, what follows that place: a position at the end of a helper
+// rule (the last character of a bounded repetition) then knows what comes
+// after (the closing quote), and the tokens that run past its own rule are
+// sure or refused by the split instead of uncertain, each checked by the
+// recognizer at every step.
+Sequence rest_in_context(const Grammar& g, const Recognizer::Position& p, const std::vector<Recognizer::Position>& uses);
+
 struct RestMask {
     std::vector<uint32_t> sure;       // bit t: the rest takes token t whole
     std::vector<uint32_t> uncertain;  // bit k: the enclosing rules decide the token of rank k (TokenTrie)
@@ -37,8 +48,8 @@ struct RestMask {
 // The splits of one vocabulary, shared by its grammars (thread-safe).
 class MaskCache {
 public:
-    // The split of a position of g, computed on first use.
-    std::shared_ptr<const RestMask> get(const Grammar& g, const Recognizer::Position& p, const TokenTrie& trie);
+    // The split of a rest of g (rest_in_context), computed on first use.
+    std::shared_ptr<const RestMask> get(const Grammar& g, const Sequence& rest, const TokenTrie& trie);
     size_t size() const;
     // Computes the split of every position of g now (a tokenizer's common
     // grammar, such as any JSON value, before the first request needs it).
@@ -68,6 +79,7 @@ private:
     MaskCache& cache_;
     std::mutex mu_;
     std::unordered_map<uint64_t, std::shared_ptr<const RestMask>> by_position_;
+    std::vector<Recognizer::Position> uses_;  // single_uses(*grammar_), on first use
 };
 
 }  // namespace minfer::grammar

@@ -41,7 +41,13 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : vocab_(int32_t(byt
             i = j;
         }
     }
+    for (const int32_t id : ids) {
+        offset_.push_back(uint32_t(arena_.size()));
+        arena_ += bytes[size_t(id)];
+    }
+    offset_.push_back(uint32_t(arena_.size()));
     sorted_ = std::move(ids);
+    index_tokens();
     rank_.assign(size_t(vocab_), 0);
     for (size_t i = 0; i < sorted_.size(); ++i) rank_[size_t(sorted_[i])] = uint32_t(i);
 }

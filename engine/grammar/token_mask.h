@@ -9,10 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/earley.h"
+#include "engine/grammar/residuals.h"
 
 namespace minfer::grammar {
 
@@ -36,6 +40,29 @@ public:
     // which the rules around the position must decide (bits by rank: a
     // token's index in byte order, so that a trie subtree is a range).
     void classify(Recognizer& rest, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+    // The same split, walked with the rest's residual states (residuals.h):
+    // a trie node costs a table lookup, and the recognizer is asked only
+    // below a node whose state is unknown. `dfa` must describe `rest` (its
+    // start state the rest's sequence), which must not have been fed.
+    // A state that loops over a class (Residuals::loop) takes every token
+    // whose bytes from there are characters of the class whole: those are
+    // set from spans() in one pass, and only the others are walked.
+    void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+
+    // Where each token leaves a class C, computed once per class (thread-safe).
+    // A token's bad end is the end of its last character outside C (0: none),
+    // its length if it is not UTF-8 or ends with the start of a character C
+    // has none beginning so. A walk that loops over C from a character
+    // boundary at depth d takes whole the tokens below whose bad end is <= d.
+    struct Spans {
+        CharClass cls;
+        bool ascii[128];               // C's ASCII characters
+        std::vector<uint32_t> inside;  // bit by id: bad end 0
+        std::vector<uint32_t> outside; // the other ranks, ascending
+        std::vector<uint32_t> inside1, outside1;  // the same for a bad end <= 1 (loops after a first character)
+        size_t bad_end(const TokenTrie& trie, uint32_t rank) const;
+    };
+    std::shared_ptr<const Spans> spans(const CharClass& c) const;
 
     // Sets (never clears) the bits of the tokens the recognizer takes whole
     // among those whose rank bit is set in `ranks` and whose mask bit is not
@@ -54,12 +81,37 @@ private:
     void walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, const uint32_t* hi, std::vector<uint32_t>& mask) const;
     void classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
                        std::vector<uint32_t>& uncertain) const;
+    struct FastWalk;
+    // [lo, hi): when not null, only the tokens of these ranks matter (as walk_among).
+    void classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
+                       const uint32_t* lo, const uint32_t* hi, FastWalk& w) const;
+    void classify_loop(uint32_t node, int32_t state, bool ended, const Spans& spans, FastWalk& w) const;
+    std::vector<bool> classify_root_loops(int32_t state, FastWalk& w) const;
+    const Spans* loop_spans(int32_t state, FastWalk& w) const;
+    void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
+        for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
+    }
+    void set_subtree(const Node& n, std::vector<uint32_t>& ranks) const {
+        for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k) ranks[k / 32] |= 1u << (k % 32);
+    }
 
     int32_t vocab_ = 0;
     std::vector<Node> nodes_;  // nodes_[0] is the root (the empty prefix)
     std::vector<int32_t> tokens_;
     std::vector<int32_t> sorted_;  // the ids sorted by their bytes
     std::vector<uint32_t> rank_;   // id -> its index in sorted_
+    // What spans() can tell of a token without reading it: its ASCII bytes,
+    // whether it has others, whether it is UTF-8 (a last character may be unfinished).
+    struct TokenChars {
+        uint64_t ascii[2] = {0, 0}, ascii_after_first[2] = {0, 0};
+        bool first_ascii = false, non_ascii = false, utf8 = false;
+    };
+    void index_tokens();
+    std::vector<TokenChars> chars_;  // by rank
+    std::string arena_;            // the tokens' bytes in rank order
+    std::vector<uint32_t> offset_; // rank -> where its bytes begin in arena_ (one more at the end)
+    mutable std::mutex spans_mu_;
+    mutable std::unordered_map<std::string, std::shared_ptr<const Spans>> spans_;  // by the class's ranges
 };
 
 }  // namespace minfer::grammar
