@@ -2,6 +2,7 @@
 
 #include "engine/grammar/builtin.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/grammar_cache.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex.h"
 
@@ -101,10 +102,16 @@ CompletionRequest parse_completion_request(const json::object& body, const Token
 
 namespace {
 
+// Every request's grammars, by kind and source (grammar_cache.h).
+grammar::GrammarCache& compiled_grammars() {
+    static grammar::GrammarCache cache;
+    return cache;
+}
+
 // A request's GBNF grammar; a 400 that says where it is wrong.
 std::shared_ptr<const grammar::Grammar> compile_gbnf(std::string_view source, const std::string& field) {
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(source));
+        return compiled_grammars().get("gbnf:" + std::string(source), [&] { return grammar::parse_gbnf(source); });
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
@@ -121,7 +128,7 @@ std::shared_ptr<const grammar::Grammar> compile_choice(const json::value& v, con
     if (!v.is_array() || choices.empty() || choices.size() != v.as_array().size())
         bad(fmt::format("'{}' must be a non-empty array of strings", field));
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::choice_grammar(choices));
+        return compiled_grammars().get("choice:" + json::serialize(v), [&] { return grammar::choice_grammar(choices); });
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
@@ -131,7 +138,8 @@ std::shared_ptr<const grammar::Grammar> compile_choice(const json::value& v, con
 std::shared_ptr<const grammar::Grammar> compile_regex(const json::value& v, const std::string& field) {
     if (!v.is_string()) bad(fmt::format("'{}' must be a regular expression (a string)", field));
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::regex_grammar(v.get_string()));
+        return compiled_grammars().get("regex:" + std::string(v.get_string()),
+                                       [&] { return grammar::regex_grammar(v.get_string()); });
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
@@ -148,7 +156,8 @@ std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, con
     }
     if (!schema.is_object() && !schema.is_bool()) bad(fmt::format("'{}' must be a JSON Schema (an object)", field));
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema, options));
+        return compiled_grammars().get(std::string(options.compact ? "schema-compact:" : "schema:") + json::serialize(schema),
+                                       [&] { return grammar::json_schema_grammar(schema, options); });
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
