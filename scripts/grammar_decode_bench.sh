@@ -50,13 +50,16 @@ python3 - "$OUT" "$ROUNDS" "$BATCH" <<'PY'
 import json, statistics, sys
 out, rounds, batch = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 tps = {k: [] for k in ("free", "schema")}
+lens = {k: [] for k in tps}
 for k in tps:
     for r in range(1, rounds + 1):
         res = json.load(open(f"{out}/grammar-{k}-{r}.json"))
         assert res["failed"] == 0, res["errors"][:3]
         tps[k].append(res["output_throughput"])
+        lens[k] += res["output_lens"]
 free, schema = statistics.median(tps["free"]), statistics.median(tps["schema"])
 for k, v in tps.items():
-    print(f"batch {batch} {k:6s} output tok/s: " + "  ".join(f"{x:.1f}" for x in v))
+    print(f"batch {batch} {k:6s} output tok/s: " + "  ".join(f"{x:.1f}" for x in v) +
+          f"  (mean output {statistics.mean(lens[k]):.1f} tokens)")
 print(f"batch {batch} median: schema {schema:.1f} against free {free:.1f} tok/s ({(schema / free - 1) * 100:+.1f}%)")
 PY
