@@ -5,21 +5,25 @@
 
 namespace minfer::grammar {
 
-Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(g.rules.size(), false) {
-    // Nullable rules: those with an alternative of nullable symbols only (a fixpoint).
+std::vector<bool> nullable_rules(const Grammar& g) {
+    std::vector<bool> nullable(g.rules.size(), false);
     for (bool changed = true; changed;) {
         changed = false;
         for (size_t r = 0; r < g.rules.size(); ++r) {
-            if (nullable_[r]) continue;
+            if (nullable[r]) continue;
             for (const Sequence& alt : g.rules[r].alternatives)
                 if (std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) {
-                        return s.kind == Symbol::Kind::Rule && nullable_[size_t(s.index)];
+                        return s.kind == Symbol::Kind::Rule && nullable[size_t(s.index)];
                     })) {
-                    nullable_[r] = changed = true;
+                    nullable[r] = changed = true;
                     break;
                 }
         }
     }
+    return nullable;
+}
+
+Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(nullable_rules(g)) {
     uint32_t positions = 0;
     for (const Rule& rule : g.rules) {
         first_alt_.push_back(int32_t(alt_base_.size()));

@@ -49,6 +49,10 @@ struct Grammar {
     int32_t root = -1;
 };
 
+// Which rules derive the empty string: those with an alternative of nullable
+// rules only (a fixpoint). Indexed by rule.
+std::vector<bool> nullable_rules(const Grammar& g);
+
 // The code point whose UTF-8 encoding starts at text[pos], advancing pos past
 // it; -1 (pos unchanged) if the bytes there are not UTF-8.
 int32_t next_code_point(std::string_view text, size_t& pos);

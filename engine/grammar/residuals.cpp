@@ -24,21 +24,7 @@ bool less(const Sequence& a, const Sequence& b) {
 
 }  // namespace
 
-Residuals::Residuals(const Grammar& g, Sequence start) : g_(g), nullable_(g.rules.size(), false) {
-    // Nullable rules, as the recognizer computes them (a fixpoint).
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < g.rules.size(); ++r) {
-            if (nullable_[r]) continue;
-            for (const Sequence& alt : g.rules[r].alternatives)
-                if (std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) {
-                        return s.kind == Symbol::Kind::Rule && nullable_[size_t(s.index)];
-                    })) {
-                    nullable_[r] = changed = true;
-                    break;
-                }
-        }
-    }
+Residuals::Residuals(const Grammar& g, Sequence start) : g_(g), nullable_(nullable_rules(g)) {
     intern({std::move(start)});
 }
 
