@@ -26,11 +26,7 @@ mkdir -p "$OUT"
 "$MINFER" serve "$MODEL" --port "$PORT" --max-num-seqs "$BATCH" "$@" >"$OUT/grammar-server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 2400); do  # loading a 16 GB model takes a while
-  kill -0 $SERVER 2>/dev/null || { echo "grammar_decode_bench: the server exited"; tail -5 "$OUT/grammar-server.log"; exit 1; }
-  curl -sf --noproxy '*' "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-  sleep 0.5
-done
+python3 "$(dirname "$0")/wait_for_server.py" "$PORT" "$SERVER" || { tail -5 "$OUT/grammar-server.log"; exit 1; }
 
 EXTRA=$(python3 -c 'import json, sys; print(json.dumps({"response_format": {"type": "json_schema",
   "json_schema": {"name": "people", "schema": json.load(open(sys.argv[1]))}}}))' "$SCHEMA")

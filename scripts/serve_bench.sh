@@ -26,21 +26,7 @@ count() { python3 -c "import sys; print(max(4, round(float(sys.argv[1]) * float(
 "$MINFER" serve "$MODEL" --port "$PORT" --max-num-seqs 256 "$@" >"$OUT/serve-server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
-python3 - "$PORT" "$SERVER" <<'EOF'
-import os, sys, time, urllib.request
-port, pid = sys.argv[1], int(sys.argv[2])
-for _ in range(1200):  # loading a 16 GB model takes a while
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("serve_bench: the server exited before it was ready")
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.5)
-sys.exit("serve_bench: the server did not become ready in 10 minutes")
-EOF
+python3 "$(dirname "$0")/wait_for_server.py" "$PORT" "$SERVER"
 
 # The server's counters: engine steps, and the GPU's idle time between them.
 counters() {

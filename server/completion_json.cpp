@@ -181,12 +181,12 @@ std::shared_ptr<const grammar::Grammar> response_format(const json::value& v, co
     bad("'response_format' type must be text, json_object or json_schema");
 }
 
-// Any JSON object, compiled once (and once more without whitespace).
+// Any JSON object (without whitespace: the schema {"type": "object"} compacted).
 std::shared_ptr<const grammar::Grammar> json_object(const grammar::JsonSchemaOptions& options) {
-    static const auto g = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar());
-    static const auto compact = std::make_shared<const grammar::Grammar>(
-        grammar::json_schema_grammar(json::object{{"type", "object"}}, grammar::JsonSchemaOptions{.compact = true}));
-    return options.compact ? compact : g;
+    if (!options.compact) return compiled_grammars().get("json_object", [] { return grammar::json_object_grammar(); });
+    return compiled_grammars().get("json_object-compact", [] {
+        return grammar::json_schema_grammar(json::object{{"type", "object"}}, grammar::JsonSchemaOptions{.compact = true});
+    });
 }
 
 // vLLM's structured_outputs.disable_any_whitespace: JSON (schemas and
