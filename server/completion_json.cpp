@@ -100,13 +100,12 @@ CompletionRequest parse_completion_request(const json::object& body, const Token
     return r;
 }
 
-namespace {
-
-// Every request's grammars, by kind and source (grammar_cache.h).
 grammar::GrammarCache& compiled_grammars() {
     static grammar::GrammarCache cache;
     return cache;
 }
+
+namespace {
 
 // A request's GBNF grammar; a 400 that says where it is wrong.
 std::shared_ptr<const grammar::Grammar> compile_gbnf(std::string_view source, const std::string& field) {
@@ -189,8 +188,8 @@ std::shared_ptr<const grammar::Grammar> json_object(const grammar::JsonSchemaOpt
     });
 }
 
-// vLLM's structured_outputs.disable_any_whitespace: JSON (schemas and
-// json_object) without whitespace between tokens, whichever field asks for it.
+}  // namespace
+
 grammar::JsonSchemaOptions json_options(const json::object& body, bool compact_by_default) {
     grammar::JsonSchemaOptions options{.compact = compact_by_default};
     const json::value* so = body.if_contains("structured_outputs");
@@ -201,8 +200,6 @@ grammar::JsonSchemaOptions json_options(const json::object& body, bool compact_b
     }
     return options;
 }
-
-}  // namespace
 
 // structured_outputs as we take it: one of grammar, choice, regex, json, and
 // disable_any_whitespace beside it or alone.

@@ -9,6 +9,8 @@
 
 #include "engine/core/llm_engine.h"
 #include "engine/core/sequence.h"
+#include "engine/grammar/grammar_cache.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/text/tokenizer.h"
 
 namespace minfer {
@@ -44,6 +46,15 @@ CompletionRequest parse_completion_request(const boost::json::object& body, cons
 GenerationOptions parse_generation_options(const boost::json::object& body, bool chat,
                                            std::initializer_list<std::string_view> skip,
                                            std::vector<std::string>* ignored, bool json_compact = false);
+
+// Every request's compiled grammars, by kind and source (grammar_cache.h):
+// gbnf, regex, choice, schema, json_object and tool calls.
+grammar::GrammarCache& compiled_grammars();
+
+// vLLM's structured_outputs.disable_any_whitespace: JSON (schemas, json_object
+// and tool-call arguments) without whitespace between tokens, whichever field
+// asks for it; compact_by_default when the body does not say.
+grammar::JsonSchemaOptions json_options(const boost::json::object& body, bool compact_by_default);
 
 // One sample's accumulated result.
 struct CompletionChoice {

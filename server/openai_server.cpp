@@ -429,7 +429,7 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
             if (!body->contains("max_tokens") && !body->contains("max_completion_tokens")) cr.options.max_tokens = -1;
             if (tools.parses() && cr.options.grammar)
                 throw RequestError("a structured output format and 'tools' (tool_choice not \"none\") cannot both constrain the output");
-            constrain_tool_calls(tools, tool_format, cr.options);
+            constrain_tool_calls(tools, tool_format, cr.options, json_options(*body, /*compact_by_default=*/false));
         } else {
             cr = parse_completion_request(*body, tokenizer_);
         }

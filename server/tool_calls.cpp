@@ -4,6 +4,7 @@
 
 #include "engine/core/llm_engine.h"
 #include "engine/grammar/json_schema.h"
+#include "server/completion_json.h"
 
 namespace minfer {
 
@@ -123,7 +124,8 @@ ToolRequest parse_tool_request(const json::object& body) {
     return r;
 }
 
-void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, GenerationOptions& options) {
+void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, GenerationOptions& options,
+                          const grammar::JsonSchemaOptions& json) {
     if (!tools.parses()) return;
     const bool strict = tools.choice != ToolRequest::Choice::Auto;
     const char* arguments_key = format == ToolCallFormat::Llama3Json ? "parameters" : "arguments";
@@ -133,7 +135,7 @@ void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, Gener
         if (tools.choice == ToolRequest::Choice::Named && name_of(t) != tools.named) continue;
         json::value parameters = parameters_of(t);
         try {
-            grammar::json_schema_grammar(parameters);  // can it be enforced?
+            grammar::json_schema_grammar(parameters, json);  // can it be enforced?
         } catch (const grammar::GrammarError& e) {
             const std::string where = "'tools[" + std::to_string(i) + "].function.parameters': " + e.what();
             if (strict) bad(where);
@@ -145,8 +147,10 @@ void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, Gener
     }
     const json::value schema = json::object{{"anyOf", std::move(calls)}};
     try {
-        options.grammar = std::make_shared<const grammar::Grammar>(
-            grammar::json_schema_grammar(schema, calls_gbnf(format, tools.parallel), "call"));
+        const std::string wrapper = calls_gbnf(format, tools.parallel);
+        options.grammar = compiled_grammars().get(
+            std::string(json.compact ? "tools-compact:" : "tools:") + wrapper + "\n" + json::serialize(schema),
+            [&] { return grammar::json_schema_grammar(schema, wrapper, "call", json); });
     } catch (const grammar::GrammarError& e) {
         bad(std::string("'tools': the calls' grammar fails: ") + e.what());
     }

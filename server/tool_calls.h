@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/core/sequence.h"
+#include "engine/grammar/json_schema.h"
 #include "server/tool_call_parser.h"
 
 namespace minfer {
@@ -35,8 +36,11 @@ ToolRequest parse_tool_request(const boost::json::object& body);
 // Sets options.grammar (and, for "auto", options.grammar_triggers) to the
 // calls `tools` allows, written in `format`. A tool whose parameters cannot
 // be enforced exactly is a RequestError for "required" and a named function;
-// under "auto" its arguments are held to any JSON object.
-void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, GenerationOptions& options);
+// under "auto" its arguments are held to any JSON object. `json` applies to
+// the arguments as to any JSON constraint (compact: no whitespace between
+// tokens). The grammar comes from the server's cache (compiled_grammars()).
+void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, GenerationOptions& options,
+                          const grammar::JsonSchemaOptions& json = {});
 
 // The conversation as templates expect it: an assistant message's null
 // content is "", and its tool_calls' arguments are JSON objects rather than

@@ -177,6 +177,23 @@ TEST_CASE("tool calls: required holds the output to calls whose arguments valida
     CHECK(grammar_takes(loose, "{\"name\": \"f\", \"arguments\": {\"anything\": [1]}}"));
 }
 
+TEST_CASE("tool calls: compact arguments (disable_any_whitespace) take no whitespace between tokens") {
+    const ToolRequest r = parse_tool_request(body(std::string("{\"tools\": ") + kTools + ", \"tool_choice\": \"required\"}"));
+    GenerationOptions compact, flexible;
+    constrain_tool_calls(r, ToolCallFormat::Json, compact, {.compact = true});
+    constrain_tool_calls(r, ToolCallFormat::Json, flexible);
+    const std::string tight = "{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}";
+    const std::string spaced = "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}";
+    CHECK(grammar_takes(compact, tight));
+    CHECK_FALSE(grammar_takes(compact, spaced));
+    CHECK(grammar_takes(flexible, tight));
+    CHECK(grammar_takes(flexible, spaced));
+    // The same request twice is one compiled grammar (the server's cache).
+    GenerationOptions again;
+    constrain_tool_calls(r, ToolCallFormat::Json, again, {.compact = true});
+    CHECK(again.grammar == compact.grammar);
+}
+
 TEST_CASE("tool calls: the conversation as templates read it") {
     const ToolRequest r = parse_tool_request(body(std::string("{\"tools\": ") + kTools + "}"));
     const json::array messages = json::parse(R"([
