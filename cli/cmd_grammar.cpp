@@ -235,6 +235,7 @@ int grammar_bench(int argc, char** argv) {
                 line["compiled"] = true;
                 line["compile_ms"] = compile_ms.back();
                 int64_t n[2] = {0, 0}, ok[2] = {0, 0};  // [invalid, valid]
+                const size_t first_mask = mask_us.size();
                 for (const json::value& t : cases[i].second) {
                     const json::object* o = t.if_object();
                     if (!o || !o->contains("data")) continue;
@@ -247,6 +248,8 @@ int grammar_bench(int argc, char** argv) {
                 line["valid_accepted"] = ok[1];
                 line["invalid"] = n[0];
                 line["invalid_accepted"] = ok[0];
+                line["masks"] = mask_us.size() - first_mask;
+                if (mask_us.size() > first_mask) line["mask_us_max"] = *std::max_element(mask_us.begin() + long(first_mask), mask_us.end());
                 valid += n[1], valid_accepted += ok[1], invalid += n[0], invalid_accepted += ok[0];
             }
             std::printf("%s\n", json::serialize(line).c_str());

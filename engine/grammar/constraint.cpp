@@ -6,13 +6,25 @@ namespace minfer::grammar {
 
 TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes) : bytes(std::move(token_bytes)), trie(bytes) {}
 
+std::shared_ptr<GrammarMasks> TokenVocabulary::masks_for(const std::shared_ptr<const Grammar>& grammar) const {
+    std::lock_guard lock(grammars_mu_);
+    // A live GrammarMasks holds its grammar, so its address is not reused meanwhile.
+    std::weak_ptr<GrammarMasks>& slot = grammars_[grammar.get()];
+    if (std::shared_ptr<GrammarMasks> m = slot.lock()) return m;
+    auto m = std::make_shared<GrammarMasks>(grammar, trie, masks);
+    slot = m;
+    if (grammars_.size() > 64)  // forget the grammars no constraint uses now
+        std::erase_if(grammars_, [](const auto& kv) { return kv.second.expired(); });
+    return m;
+}
+
 Constraint::Constraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
                        std::vector<GrammarTrigger> triggers)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       triggers_(std::move(triggers)),
       recognizer_(*grammar_),
-      masks_(std::make_shared<GrammarMasks>(grammar_, vocab_->trie, vocab_->masks)) {}
+      masks_(vocab_->masks_for(grammar_)) {}
 
 // The recognizer keeps a reference to the grammar, which the copy shares.
 Constraint::Constraint(const Constraint& other) = default;

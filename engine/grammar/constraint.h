@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/earley.h"
@@ -27,6 +29,15 @@ struct TokenVocabulary {
     TokenTrie trie;
     mutable MaskCache masks;         // the positions' splits, shared by every grammar (mask_cache.h)
     explicit TokenVocabulary(std::vector<std::string> token_bytes);
+
+    // One grammar's positions and their splits, shared by every constraint
+    // of that grammar while one lives: requests with a cached grammar find
+    // its positions' splits without building their keys again.
+    std::shared_ptr<GrammarMasks> masks_for(const std::shared_ptr<const Grammar>& grammar) const;
+
+private:
+    mutable std::mutex grammars_mu_;
+    mutable std::unordered_map<const Grammar*, std::weak_ptr<GrammarMasks>> grammars_;
 };
 
 // Where a lazy grammar starts: the first place the text holds `text`, or,
@@ -69,7 +80,7 @@ private:
         size_t fed;         // bytes it fed the recognizer
     };
     std::vector<Step> steps_;  // one per accepted token
-    std::shared_ptr<GrammarMasks> masks_;  // shared with copies
+    std::shared_ptr<GrammarMasks> masks_;  // shared by the constraints of the grammar (masks_for)
     std::string text_;         // a lazy grammar's text until it triggers
 };
 

@@ -6,24 +6,41 @@
 namespace minfer::grammar {
 
 std::vector<bool> nullable_rules(const Grammar& g) {
+    // A worklist, linear in the grammar's size: each alternative counts its
+    // symbols not yet known to be nullable (a class never is), and a rule
+    // found nullable lowers the count of every alternative that uses it.
     std::vector<bool> nullable(g.rules.size(), false);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < g.rules.size(); ++r) {
-            if (nullable[r]) continue;
-            for (const Sequence& alt : g.rules[r].alternatives)
-                if (std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) {
-                        return s.kind == Symbol::Kind::Rule && nullable[size_t(s.index)];
-                    })) {
-                    nullable[r] = changed = true;
-                    break;
-                }
+    std::vector<std::pair<int32_t, int32_t>> alts;         // (rule, symbols left)
+    std::vector<std::vector<int32_t>> used_in(g.rules.size());  // per rule: its uses, as indices into alts
+    std::vector<int32_t> found;
+    for (size_t r = 0; r < g.rules.size(); ++r)
+        for (const Sequence& alt : g.rules[r].alternatives) {
+            const int32_t a = int32_t(alts.size());
+            alts.push_back({int32_t(r), int32_t(alt.size())});
+            for (const Symbol& s : alt)
+                if (s.kind == Symbol::Kind::Rule) used_in[size_t(s.index)].push_back(a);
+            if (alt.empty() && !nullable[r]) {
+                nullable[r] = true;
+                found.push_back(int32_t(r));
+            }
+        }
+    while (!found.empty()) {
+        const int32_t r = found.back();
+        found.pop_back();
+        for (const int32_t a : used_in[size_t(r)]) {
+            auto& [rule, left] = alts[size_t(a)];
+            if (--left == 0 && !nullable[size_t(rule)]) {
+                nullable[size_t(rule)] = true;
+                found.push_back(rule);
+            }
         }
     }
     return nullable;
 }
 
-Recognizer::Recognizer(const Grammar& g) : g_(g), nullable_(nullable_rules(g)) {
+Recognizer::Recognizer(const Grammar& g) : Recognizer(g, nullable_rules(g)) {}
+
+Recognizer::Recognizer(const Grammar& g, std::vector<bool> nullable) : g_(g), nullable_(std::move(nullable)) {
     uint32_t positions = 0;
     for (const Rule& rule : g.rules) {
         first_alt_.push_back(int32_t(alt_base_.size()));

@@ -31,6 +31,9 @@ class Recognizer {
 public:
     // The grammar must outlive the recognizer.
     explicit Recognizer(const Grammar& g);
+    // The same with g's nullable_rules(g) computed already (for many
+    // recognizers of one grammar).
+    Recognizer(const Grammar& g, std::vector<bool> nullable);
 
     // Appends one byte if the text can still grow into a sentence; false (and
     // no change) otherwise.

@@ -6,30 +6,35 @@ namespace minfer::grammar {
 
 namespace {
 
-// The rest of a position and every rule it reaches, as text: rules numbered
-// in the order they are first met, classes by their ranges. Two positions
-// with the same text allow the same tokens.
+// The rest of a position and every rule it reaches, as a key: rules numbered
+// in the order they are first met, classes by their ranges, in binary. Two
+// positions with the same key allow the same tokens.
 std::string rest_key(const Grammar& g, const Sequence& rest) {
     std::string key;
-    std::unordered_map<int32_t, int32_t> number;
+    std::unordered_map<int32_t, uint32_t> number;
     std::vector<int32_t> order;
+    auto put = [&](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    // Codes: a class is its ranges after a marker, a rule its number; the
+    // markers are above any code point and any count of rules.
+    constexpr uint32_t kClass = 0xFFFFFFF0u, kEndClass = 0xFFFFFFF1u, kAlt = 0xFFFFFFF2u, kRule = 0xFFFFFFF3u;
     auto symbol = [&](const Symbol& s) {
         if (s.kind == Symbol::Kind::Char) {
-            key += 'c';
-            for (const auto& [lo, hi] : g.classes[size_t(s.index)].ranges) key += std::to_string(lo) + '-' + std::to_string(hi) + ',';
+            put(kClass);
+            for (const auto& [lo, hi] : g.classes[size_t(s.index)].ranges) put(lo), put(hi);
+            put(kEndClass);
         } else {
-            auto [it, added] = number.emplace(s.index, int32_t(order.size()));
+            auto [it, added] = number.emplace(s.index, uint32_t(order.size()));
             if (added) order.push_back(s.index);
-            key += 'r' + std::to_string(it->second);
+            put(it->second);
         }
-        key += ';';
     };
+    key.reserve(16 * rest.size());
     for (const Symbol& s : rest) symbol(s);
     for (size_t i = 0; i < order.size(); ++i) {
-        key += '|';
+        put(kRule);
         for (const Sequence& alt : g.rules[size_t(order[i])].alternatives) {
             for (const Symbol& s : alt) symbol(s);
-            key += '/';
+            put(kAlt);
         }
     }
     return key;
@@ -67,18 +72,27 @@ Sequence rest_in_context(const Grammar& g, const Recognizer::Position& p, const 
     return rest;
 }
 
-std::shared_ptr<const RestMask> MaskCache::get(const Grammar& g, const Sequence& rest_seq, const TokenTrie& trie) {
-    const std::string key = rest_key(g, rest_seq);
+RestGrammar::RestGrammar(const Grammar& g) : grammar_(g) {
+    grammar_.rules.push_back({"rest", {{}}});
+    grammar_.root = int32_t(grammar_.rules.size() - 1);
+    nullable_ = nullable_rules(grammar_);  // no rule uses the rest: it changes no other rule's
+}
+
+const Grammar& RestGrammar::with(const Sequence& rest) {
+    grammar_.rules.back().alternatives[0] = rest;
+    return grammar_;
+}
+
+std::shared_ptr<const RestMask> MaskCache::get(RestGrammar& g, const Sequence& rest_seq, const TokenTrie& trie) {
+    const std::string key = rest_key(g.base(), rest_seq);
     {
         std::lock_guard lock(mu_);
         if (auto it = by_rest_.find(key); it != by_rest_.end()) return it->second;
     }
-    // The rest as a grammar of its own: a new start rule of the symbols after the dot.
-    Grammar rest = g;
-    rest.rules.push_back({"rest", {rest_seq}});
-    rest.root = int32_t(rest.rules.size() - 1);
-    Recognizer r(rest);
-    Residuals dfa(rest, rest.rules.back().alternatives[0]);
+    // The rest as the root of the grammar: a start rule of the symbols after the dot.
+    const Grammar& rest = g.with(rest_seq);
+    Recognizer r(rest, g.nullable());
+    Residuals dfa(rest, rest_seq, g.nullable());
     auto m = std::make_shared<RestMask>();
     trie.classify(r, dfa, m->sure, m->uncertain);
     m->any_sure = std::any_of(m->sure.begin(), m->sure.end(), [](uint32_t w) { return w != 0; });
@@ -89,9 +103,10 @@ std::shared_ptr<const RestMask> MaskCache::get(const Grammar& g, const Sequence&
 
 void MaskCache::warm(const Grammar& g, const TokenTrie& trie) {
     const std::vector<Recognizer::Position> uses = single_uses(g);
+    RestGrammar rg(g);
     for (int32_t r = 0; r < int32_t(g.rules.size()); ++r)
         for (int32_t a = 0; a < int32_t(g.rules[size_t(r)].alternatives.size()); ++a)
-            for (int32_t d = 0; d < int32_t(g.rules[size_t(r)].alternatives[size_t(a)].size()); ++d) get(g, rest_in_context(g, {r, a, d}, uses), trie);
+            for (int32_t d = 0; d < int32_t(g.rules[size_t(r)].alternatives[size_t(a)].size()); ++d) get(rg, rest_in_context(g, {r, a, d}, uses), trie);
 }
 
 size_t MaskCache::size() const {
@@ -104,8 +119,11 @@ std::shared_ptr<const RestMask> GrammarMasks::split(const Recognizer::Position& 
     std::lock_guard lock(mu_);
     auto& slot = by_position_[id];
     if (!slot) {
-        if (uses_.empty()) uses_ = single_uses(*grammar_);
-        slot = cache_.get(*grammar_, rest_in_context(*grammar_, p, uses_), trie_);
+        if (!rest_grammar_) {
+            uses_ = single_uses(*grammar_);
+            rest_grammar_ = std::make_unique<RestGrammar>(*grammar_);
+        }
+        slot = cache_.get(*rest_grammar_, rest_in_context(*grammar_, p, uses_), trie_);
     }
     return slot;
 }
@@ -118,6 +136,11 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
     mask.assign((size_t(trie_.vocab_size()) + 31) / 32, 0u);
     std::vector<uint32_t> uncertain;
     for (const Recognizer::Position& p : r.positions()) {
+        // A rule predicted here (dot 0) is predicted by an item of this set
+        // waiting for it, whose rest begins with the rule and goes on past its
+        // end: that split holds every token this one takes, and decides the
+        // ones this one leaves uncertain. Only the root has no such item.
+        if (p.dot == 0 && p.rule != grammar_->root) continue;
         const std::shared_ptr<const RestMask> m = split(p);
         if (m->any_sure)
             for (size_t w = 0; w < mask.size(); ++w) mask[w] |= m->sure[w];

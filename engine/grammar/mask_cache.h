@@ -45,11 +45,28 @@ struct RestMask {
     bool any_sure = false, any_uncertain = false;
 };
 
+// A grammar with one rule more, its root: the rest being split. The splits
+// of one grammar's positions reuse it (and its nullable rules) rather than
+// copying the grammar for each.
+class RestGrammar {
+public:
+    explicit RestGrammar(const Grammar& g);
+    // The grammar whose root is `rest` (valid until the next call).
+    const Grammar& with(const Sequence& rest);
+    // The grammar's rules (the rest's rule is the last; no other uses it).
+    const Grammar& base() const { return grammar_; }
+    const std::vector<bool>& nullable() const { return nullable_; }
+
+private:
+    Grammar grammar_;
+    std::vector<bool> nullable_;
+};
+
 // The splits of one vocabulary, shared by its grammars (thread-safe).
 class MaskCache {
 public:
-    // The split of a rest of g (rest_in_context), computed on first use.
-    std::shared_ptr<const RestMask> get(const Grammar& g, const Sequence& rest, const TokenTrie& trie);
+    // The split of a rest of g's grammar (rest_in_context), computed on first use.
+    std::shared_ptr<const RestMask> get(RestGrammar& g, const Sequence& rest, const TokenTrie& trie);
     size_t size() const;
     // Computes the split of every position of g now (a tokenizer's common
     // grammar, such as any JSON value, before the first request needs it).
@@ -80,6 +97,7 @@ private:
     std::mutex mu_;
     std::unordered_map<uint64_t, std::shared_ptr<const RestMask>> by_position_;
     std::vector<Recognizer::Position> uses_;  // single_uses(*grammar_), on first use
+    std::unique_ptr<RestGrammar> rest_grammar_;  // on first use
 };
 
 }  // namespace minfer::grammar

@@ -24,7 +24,9 @@ bool less(const Sequence& a, const Sequence& b) {
 
 }  // namespace
 
-Residuals::Residuals(const Grammar& g, Sequence start) : g_(g), nullable_(nullable_rules(g)) {
+Residuals::Residuals(const Grammar& g, Sequence start) : Residuals(g, std::move(start), nullable_rules(g)) {}
+
+Residuals::Residuals(const Grammar& g, Sequence start, std::vector<bool> nullable) : g_(g), nullable_(std::move(nullable)) {
     intern({std::move(start)});
 }
 

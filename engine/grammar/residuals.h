@@ -37,6 +37,8 @@ public:
     // The states of the sentences of `start` (a sequence of g's symbols); the
     // grammar must outlive this. State 0 is the start.
     Residuals(const Grammar& g, Sequence start);
+    // The same with nullable_rules(g) computed already.
+    Residuals(const Grammar& g, Sequence start, std::vector<bool> nullable);
 
     // Whether the state is expanded within the bounds (else every transition is kUnknown).
     bool known(int32_t state);
