@@ -526,6 +526,22 @@ TEST_CASE("constraint: a lazy grammar is free until its trigger, holds from ther
     CHECK(first.can_only_end());
 }
 
+TEST_CASE("mask cache: the constraints of one grammar share its positions' splits while one lives") {
+    auto vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"a", "b", "ab", ""});
+    auto g = std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "a"+ "b")"));
+    auto other = std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "a"+ "b")"));
+    std::shared_ptr<GrammarMasks> first = vocab->masks_for(g);
+    CHECK(vocab->masks_for(g) == first);
+    CHECK(vocab->masks_for(other) != first);  // the same text, another grammar: its own
+    Constraint c(g, vocab), d(g, vocab);
+    std::vector<uint32_t> mc, md;
+    c.mask(mc, {});
+    CHECK(c.accept(0));
+    d.mask(md, {});
+    CHECK(mc == md);
+    CHECK(mc[0] == 0b101u);  // "a" and "ab"; "b" needs an "a" before it
+}
+
 TEST_CASE("mask cache: the masks from the positions' splits are the plain walk's, step by step, on a real vocabulary") {
     const std::string dir = std::string(MINFER_SHARED_DIR) + "/grammars/";
     const auto cases = boost::json::parse(read_file(dir + "cases.json")).as_object();
@@ -547,6 +563,12 @@ TEST_CASE("mask cache: the masks from the positions' splits are the plain walk's
                               R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                   "tags": {"type": "array", "items": {"enum": ["a", "b\"c"]}}}, "additionalProperties": {"type": "number"}})"))),
                           std::vector<std::string>{R"({"name": "Ann \"A\" é", "tags": ["b\"c"], "x": -1.5e2})", R"({"name": "toolongforthis"})"});
+    // The root used inside itself (its predictions have a parent too), and exact number bounds (hundreds of rules).
+    grammars.emplace_back(std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "[" (root ("," root)*)? "]" | [0-9]+)")),
+                          std::vector<std::string>{"[[12,3],[],[[4]]]", "[1,[2,]"});
+    grammars.emplace_back(std::make_shared<const Grammar>(json_schema_grammar(boost::json::parse(
+                              R"({"type": "number", "maximum": 3, "exclusiveMinimum": -2.5})"))),
+                          std::vector<std::string>{"2.999e0", "-2.4", "3.0001", "-25e-1"});
     int steps = 0, mismatched_steps = 0;
     double cached_us = 0, plain_us = 0, warm_us = 0;
     for (int pass = 0; pass < 2; ++pass)  // the second with every split computed
