@@ -72,6 +72,23 @@ Sequence rest_in_context(const Grammar& g, const Recognizer::Position& p, const 
     return rest;
 }
 
+WordSet::WordSet(const std::vector<uint32_t>& words) {
+    const size_t nonzero = size_t(std::count_if(words.begin(), words.end(), [](uint32_t w) { return w != 0; }));
+    if (nonzero * 4 > words.size()) {  // a pair is two words: dense is smaller past half, and faster well before
+        dense_ = words;
+        return;
+    }
+    sparse_.reserve(nonzero);
+    for (size_t i = 0; i < words.size(); ++i)
+        if (words[i]) sparse_.emplace_back(uint32_t(i), words[i]);
+}
+
+void WordSet::or_into(std::vector<uint32_t>& out) const {
+    if (!dense_.empty())
+        for (size_t w = 0; w < out.size(); ++w) out[w] |= dense_[w];
+    for (const auto& [i, bits] : sparse_) out[i] |= bits;
+}
+
 RestGrammar::RestGrammar(const Grammar& g) : grammar_(g) {
     grammar_.rules.push_back({"rest", {{}}});
     grammar_.root = int32_t(grammar_.rules.size() - 1);
@@ -93,10 +110,9 @@ std::shared_ptr<const RestMask> MaskCache::get(RestGrammar& g, const Sequence& r
     const Grammar& rest = g.with(rest_seq);
     Recognizer r(rest, g.nullable());
     Residuals dfa(rest, rest_seq, g.nullable());
-    auto m = std::make_shared<RestMask>();
-    trie.classify(r, dfa, m->sure, m->uncertain);
-    m->any_sure = std::any_of(m->sure.begin(), m->sure.end(), [](uint32_t w) { return w != 0; });
-    m->any_uncertain = std::any_of(m->uncertain.begin(), m->uncertain.end(), [](uint32_t w) { return w != 0; });
+    std::vector<uint32_t> sure, uncertain;
+    trie.classify(r, dfa, sure, uncertain);
+    auto m = std::make_shared<RestMask>(RestMask{WordSet(sure), WordSet(uncertain)});
     std::lock_guard lock(mu_);
     return by_rest_.emplace(key, std::move(m)).first->second;
 }
@@ -134,7 +150,8 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
         return;
     }
     mask.assign((size_t(trie_.vocab_size()) + 31) / 32, 0u);
-    std::vector<uint32_t> uncertain;
+    thread_local std::vector<uint32_t> uncertain;  // by rank; a buffer per mask worker
+    uncertain.clear();
     for (const Recognizer::Position& p : r.positions()) {
         // A rule predicted here (dot 0) is predicted by an item of this set
         // waiting for it, whose rest begins with the rule and goes on past its
@@ -142,11 +159,10 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
         // ones this one leaves uncertain. Only the root has no such item.
         if (p.dot == 0 && p.rule != grammar_->root) continue;
         const std::shared_ptr<const RestMask> m = split(p);
-        if (m->any_sure)
-            for (size_t w = 0; w < mask.size(); ++w) mask[w] |= m->sure[w];
-        if (m->any_uncertain) {
-            if (uncertain.empty()) uncertain.assign(m->uncertain.size(), 0u);
-            for (size_t w = 0; w < uncertain.size(); ++w) uncertain[w] |= m->uncertain[w];
+        m->sure.or_into(mask);
+        if (m->uncertain.any()) {
+            if (uncertain.empty()) uncertain.assign((trie_.num_ranked() + 31) / 32, 0u);
+            m->uncertain.or_into(uncertain);
         }
     }
     // The uncertain ones not allowed already, through the recognizer along the trie.

@@ -39,10 +39,26 @@ std::vector<Recognizer::Position> single_uses(const Grammar& g);
 // recognizer at every step.
 Sequence rest_in_context(const Grammar& g, const Recognizer::Position& p, const std::vector<Recognizer::Position>& uses);
 
+// A bitset kept as its words, or, when few are not zero, as those words
+// alone: most splits allow a handful of tokens, and a mask step reads every
+// split of its positions, so on a 262k-token vocabulary the dense words of
+// cold splits would cost more memory traffic than the rest of the step.
+class WordSet {
+public:
+    WordSet() = default;
+    explicit WordSet(const std::vector<uint32_t>& words);
+    bool any() const { return !dense_.empty() || !sparse_.empty(); }
+    // out |= this (out has the set's size).
+    void or_into(std::vector<uint32_t>& out) const;
+
+private:
+    std::vector<uint32_t> dense_;                       // every word, or empty
+    std::vector<std::pair<uint32_t, uint32_t>> sparse_;  // (word index, word) of the words not zero
+};
+
 struct RestMask {
-    std::vector<uint32_t> sure;       // bit t: the rest takes token t whole
-    std::vector<uint32_t> uncertain;  // bit k: the enclosing rules decide the token of rank k (TokenTrie)
-    bool any_sure = false, any_uncertain = false;
+    WordSet sure;       // bit t: the rest takes token t whole
+    WordSet uncertain;  // bit k: the enclosing rules decide the token of rank k (TokenTrie)
 };
 
 // A grammar with one rule more, its root: the rest being split. The splits

@@ -28,6 +28,8 @@ public:
 
     int32_t vocab_size() const { return vocab_; }
     size_t num_nodes() const { return nodes_.size(); }
+    // The tokens with bytes, ranked 0 .. num_ranked() - 1 in byte order.
+    size_t num_ranked() const { return sorted_.size(); }
 
     // Sets bit t of mask (word t / 32) for every token the recognizer takes
     // whole, clears the others; the recognizer is left as it was. The caller
