@@ -169,3 +169,73 @@ const CharClass& Residuals::loop(int32_t state) {
 }
 
 }  // namespace minfer::grammar
+
+namespace minfer::grammar {
+
+namespace {
+
+// Every code point of c is in k.
+bool covers(const CharClass& k, const CharClass& c) {
+    return std::all_of(c.ranges.begin(), c.ranges.end(), [&](const auto& r) {
+        const auto it = std::upper_bound(k.ranges.begin(), k.ranges.end(), std::pair<uint32_t, uint32_t>{r.first, kMaxCodePoint + 1});
+        return it != k.ranges.begin() && std::prev(it)->first <= r.first && r.second <= std::prev(it)->second;
+    });
+}
+
+bool overlaps(const CharClass& k, const CharClass& c) {
+    return std::any_of(c.ranges.begin(), c.ranges.end(), [&](const auto& r) { return k.intersects(r.first, r.second); });
+}
+
+}  // namespace
+
+int32_t Residuals::next_on(int32_t state, const CharClass& c) {
+    if (!known(state)) return kUnknown;
+    std::vector<Sequence> next;
+    for (const auto& [cls, rest] : states_[size_t(state)].firsts) {
+        const CharClass& k = g_.classes[size_t(cls)];
+        if (covers(k, c)) next.push_back(rest);
+        else if (overlaps(k, c)) return kUnknown;
+    }
+    if (next.empty()) return kRefused;
+    return intern(std::move(next));
+}
+
+const CharClass& Residuals::drain(int32_t state) {
+    if (states_[size_t(state)].drained || !known(state)) return states_[size_t(state)].drain_;
+    states_[size_t(state)].drained = true;
+    if (!loop(state).ranges.empty()) {
+        states_[size_t(state)].drain_ = states_[size_t(state)].loop_;
+        return states_[size_t(state)].drain_;
+    }
+    // The candidate path follows the state most printable ASCII characters
+    // lead to, while that is at least half of them (a string's characters:
+    // the chains worth finding are those of large classes, and a number's
+    // digits would only cost states); next_on then checks that all of C take
+    // each step.
+    constexpr int kMaxChain = 64;
+    std::vector<int32_t> chain{state};
+    for (int i = 0; i < kMaxChain; ++i) {
+        std::unordered_map<int32_t, int> votes;
+        int32_t best = kRefused;
+        for (uint32_t c = 0x20; c < 0x7F; ++c) {
+            const int32_t to = next(chain.back(), c);
+            if (to < 0) continue;
+            const int n = ++votes[to];
+            if (best < 0 || n > votes[best]) best = to;
+        }
+        if (best < 0 || votes[best] < 48 || std::find(chain.begin(), chain.end(), best) != chain.end()) break;
+        if (loop(best).ranges.empty()) {
+            chain.push_back(best);
+            continue;
+        }
+        const CharClass c = states_[size_t(best)].loop_;
+        chain.push_back(best);
+        for (size_t j = 0; j + 1 < chain.size(); ++j)
+            if (next_on(chain[j], c) != chain[j + 1]) return states_[size_t(state)].drain_;
+        states_[size_t(state)].drain_ = c;
+        break;
+    }
+    return states_[size_t(state)].drain_;
+}
+
+}  // namespace minfer::grammar

@@ -52,6 +52,12 @@ public:
     // residuals unchanged): a JSON string's plain characters, a number's
     // digits. Empty if none, or the state is unknown.
     const CharClass& loop(int32_t state);
+    // The class C of characters every text of which the state takes: its
+    // loop's, or, for a state a few characters before one that loops over C
+    // (a string short of its minimum length: each character counts one down,
+    // then any number may follow), C when every character of C takes each
+    // state on the way to one same next state. Empty if none.
+    const CharClass& drain(int32_t state);
     size_t size() const { return states_.size(); }
 
 private:
@@ -67,6 +73,8 @@ private:
         std::vector<bool> run_taken;    // some class takes the run
         bool looped = false;            // loop_ computed
         CharClass loop_;
+        bool drained = false;           // drain_ computed
+        CharClass drain_;
     };
     static constexpr int32_t kNotYet = -3;
 
@@ -75,6 +83,9 @@ private:
     bool expand(const Sequence& s, size_t from, int depth, std::vector<std::pair<int32_t, Sequence>>& out, int& budget) const;
     int32_t intern(std::vector<Sequence> residuals);
     int32_t step(int32_t state, uint32_t cp);
+    // The state after any character of c, when each takes the state to the
+    // same one (kRefused: none is taken); kUnknown if they part.
+    int32_t next_on(int32_t state, const CharClass& c);
     static size_t run_of(const State& st, uint32_t cp);
 
     const Grammar& g_;

@@ -132,8 +132,10 @@ std::shared_ptr<const TokenTrie::Spans> TokenTrie::spans(const CharClass& c) con
 void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, int pending_len, int need, bool ended,
                               const uint32_t* lo, const uint32_t* hi, FastWalk& w) const {
     const bool known = w.dfa.known(state);
+    // At the root (a walk of the whole vocabulary) a state that drains into
+    // a loop counts too; below, a loop only (drain() costs more than a node).
     if (known && pending_len == 0 && !lo)
-        if (const Spans* loop = loop_spans(state, w)) return classify_loop(node, state, ended, *loop, w);
+        if (const Spans* loop = node == 0 ? drain_spans(state, w) : loop_spans(state, w)) return classify_loop(node, state, ended, *loop, w);
     const std::vector<bool> done = node == 0 && known && !lo ? classify_root_loops(state, w) : std::vector<bool>();
     enum { kTake, kRefuse, kAsk } what;
     const Node& n = nodes_[node];
@@ -214,7 +216,12 @@ const TokenTrie::Spans* TokenTrie::loop_spans(int32_t state, FastWalk& w) const 
     return loop;
 }
 
-// The root's children (ASCII) after which the state loops over one class,
+const TokenTrie::Spans* TokenTrie::drain_spans(int32_t state, FastWalk& w) const {
+    const CharClass& c = w.dfa.drain(state);
+    return c.ranges.empty() ? nullptr : spans(c).get();
+}
+
+// The root's children (ASCII) after which the state loops over one class (or drains into a loop),
 // when they hold most of the vocabulary (a property name kept apart from the
 // named ones by its first character, then any string): the tokens whose
 // bytes after the first are the class's characters are set with one
@@ -228,7 +235,7 @@ std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) con
         const Node& child = nodes_[root.first_child + i];
         if (child.byte >= 0x80) continue;
         const int32_t to = w.dfa.next(state, child.byte);
-        const Spans* loop = to >= 0 ? loop_spans(to, w) : nullptr;
+        const Spans* loop = to >= 0 ? drain_spans(to, w) : nullptr;
         if (!loop || (s && loop != s)) continue;
         s = loop;
         done[i] = true;
@@ -264,9 +271,9 @@ std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) con
     return done;
 }
 
-// A state that loops over C at a character boundary: every token below whose
-// bytes from here are C's characters is taken whole (the state stays), so it
-// is sure; the walk goes on for the others only. (Nodes it visits below are
+// A state that loops over C at a character boundary, or drains into such a
+// loop (Residuals::drain): every token below whose bytes from here are C's
+// characters is taken whole, so it is sure; the walk goes on for the others only. (Nodes it visits below are
 // not looked up again: their subtrees hold only wanted tokens.)
 void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Spans& s, FastWalk& w) const {
     std::vector<uint32_t> wanted;

@@ -89,7 +89,8 @@ private:
                        const uint32_t* lo, const uint32_t* hi, FastWalk& w) const;
     void classify_loop(uint32_t node, int32_t state, bool ended, const Spans& spans, FastWalk& w) const;
     std::vector<bool> classify_root_loops(int32_t state, FastWalk& w) const;
-    const Spans* loop_spans(int32_t state, FastWalk& w) const;
+    const Spans* loop_spans(int32_t state, FastWalk& w) const;   // Residuals::loop's, cached per walk
+    const Spans* drain_spans(int32_t state, FastWalk& w) const;  // Residuals::drain's
     void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
         for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
     }

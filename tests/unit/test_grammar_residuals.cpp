@@ -44,6 +44,7 @@ std::vector<Grammar> grammars() {
                  "tags": {"type": "array", "items": {"enum": ["a", "b\"c", "é☃"]}}},
                  "additionalProperties": {"type": "number"}})",
              R"({"type": "string", "minLength": 2, "maxLength": 5})",
+             R"({"type": "object", "properties": {"n": {"type": "string", "minLength": 3}}, "required": ["n"]})",
              R"({"type": "object", "properties": {"bf": {"type": "integer"}, "b": {"type": "string"}},
                  "required": ["bf"], "additionalProperties": false})",
              R"({"type": "object", "properties": {"foo": {"type": "boolean"}}, "additionalProperties": {"type": "string"}})",
@@ -128,4 +129,20 @@ TEST_CASE("grammar residuals: a string's state comes back after each plain chara
     Residuals left(g, {Symbol{Symbol::Kind::Rule, expr}});
     CHECK_FALSE(left.known(0));
     CHECK(left.next(0, '1') == Residuals::kUnknown);
+}
+
+TEST_CASE("grammar residuals: a string short of its minimum length drains into its loop; a maximum does not") {
+    const Grammar g = parse_gbnf(R"(root ::= "\"" [^"] [^"] [^"]* "\"" | "<" [^>]? [^>]? ">")");
+    Residuals dfa(g, g.rules[size_t(g.root)].alternatives[0]);
+    const int32_t in = dfa.next(0, '"');
+    REQUIRE(in >= 0);
+    CHECK(dfa.loop(in).ranges.empty());  // two characters still to come
+    const int32_t looping = dfa.next(dfa.next(in, 'q'), 0x2603);
+    REQUIRE(looping >= 0);
+    REQUIRE_FALSE(dfa.loop(looping).ranges.empty());
+    CHECK(dfa.drain(in).ranges == dfa.loop(looping).ranges);
+    CHECK(dfa.drain(dfa.next(in, 'q')).ranges == dfa.loop(looping).ranges);
+    CHECK(dfa.drain(0).ranges.empty());  // '"' or '<' first
+    Residuals bounded(g, g.rules[size_t(g.root)].alternatives[1]);
+    CHECK(bounded.drain(bounded.next(0, '<')).ranges.empty());  // at most two characters
 }
