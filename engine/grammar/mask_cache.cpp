@@ -89,6 +89,12 @@ void WordSet::or_into(std::vector<uint32_t>& out) const {
     for (const auto& [i, bits] : sparse_) out[i] |= bits;
 }
 
+void WordSet::append_words(std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+    for (size_t i = 0; i < dense_.size(); ++i)
+        if (dense_[i]) out.emplace_back(uint32_t(i), dense_[i]);
+    out.insert(out.end(), sparse_.begin(), sparse_.end());
+}
+
 RestGrammar::RestGrammar(const Grammar& g) : grammar_(g) {
     grammar_.rules.push_back({"rest", {{}}});
     grammar_.root = int32_t(grammar_.rules.size() - 1);
@@ -150,20 +156,46 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
         return;
     }
     mask.assign((size_t(trie_.vocab_size()) + 31) / 32, 0u);
-    thread_local std::vector<uint32_t> uncertain;  // by rank; a buffer per mask worker
+    // The uncertain tokens' words by rank, from every split: usually a few
+    // dozen words, merged as a list; past that, ORed into a bitset of the
+    // vocabulary and read back (sorting thousands of words costs more).
+    // Buffers per mask worker.
+    thread_local std::vector<const WordSet*> with_uncertain;
+    thread_local std::vector<std::pair<uint32_t, uint32_t>> uncertain;
+    thread_local std::vector<uint32_t> dense;
+    with_uncertain.clear();
     uncertain.clear();
+    size_t words = 0;
     for (const Recognizer::Position& p : r.positions()) {
         // A rule predicted here (dot 0) is predicted by an item of this set
         // waiting for it, whose rest begins with the rule and goes on past its
         // end: that split holds every token this one takes, and decides the
         // ones this one leaves uncertain. Only the root has no such item.
         if (p.dot == 0 && p.rule != grammar_->root) continue;
-        const std::shared_ptr<const RestMask> m = split(p);
+        const std::shared_ptr<const RestMask> m = split(p);  // (kept by the cache: the pointer below stays valid)
         m->sure.or_into(mask);
         if (m->uncertain.any()) {
-            if (uncertain.empty()) uncertain.assign((trie_.num_ranked() + 31) / 32, 0u);
-            m->uncertain.or_into(uncertain);
+            with_uncertain.push_back(&m->uncertain);
+            words += m->uncertain.size_in_words();
         }
+    }
+    constexpr size_t kMergeWords = 1024;
+    if (with_uncertain.size() == 1 || (with_uncertain.size() > 1 && words <= kMergeWords)) {
+        for (const WordSet* u : with_uncertain) u->append_words(uncertain);
+        if (with_uncertain.size() > 1) {  // sort by word and OR the words of one index together
+            std::sort(uncertain.begin(), uncertain.end());
+            size_t n = 0;
+            for (size_t i = 0; i < uncertain.size(); ++i) {
+                if (n > 0 && uncertain[n - 1].first == uncertain[i].first) uncertain[n - 1].second |= uncertain[i].second;
+                else uncertain[n++] = uncertain[i];
+            }
+            uncertain.resize(n);
+        }
+    } else if (!with_uncertain.empty()) {
+        dense.assign((trie_.num_ranked() + 31) / 32, 0u);
+        for (const WordSet* u : with_uncertain) u->or_into(dense);
+        for (size_t i = 0; i < dense.size(); ++i)
+            if (dense[i]) uncertain.emplace_back(uint32_t(i), dense[i]);
     }
     // The uncertain ones not allowed already, through the recognizer along the trie.
     if (!uncertain.empty()) trie_.allowed_among(r, uncertain, mask);

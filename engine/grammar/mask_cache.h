@@ -48,8 +48,12 @@ public:
     WordSet() = default;
     explicit WordSet(const std::vector<uint32_t>& words);
     bool any() const { return !dense_.empty() || !sparse_.empty(); }
+    // The words it keeps (all of them when dense).
+    size_t size_in_words() const { return dense_.empty() ? sparse_.size() : dense_.size(); }
     // out |= this (out has the set's size).
     void or_into(std::vector<uint32_t>& out) const;
+    // Appends the nonzero words as (word index, word), indices ascending.
+    void append_words(std::vector<std::pair<uint32_t, uint32_t>>& out) const;
 
 private:
     std::vector<uint32_t> dense_;                       // every word, or empty

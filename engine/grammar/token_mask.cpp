@@ -121,11 +121,12 @@ void TokenTrie::walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, con
     }
 }
 
-void TokenTrie::allowed_among(Recognizer& r, const std::vector<uint32_t>& ranks, std::vector<uint32_t>& mask) const {
+void TokenTrie::allowed_among(Recognizer& r, std::span<const std::pair<uint32_t, uint32_t>> rank_words,
+                              std::vector<uint32_t>& mask) const {
     std::vector<uint32_t> wanted;  // in rank order, as the walk meets them
-    for (size_t w = 0; w < ranks.size(); ++w)
-        for (uint32_t bits = ranks[w]; bits; bits &= bits - 1) {
-            const uint32_t k = uint32_t(w * 32) + uint32_t(__builtin_ctz(bits));
+    for (const auto& [w, word] : rank_words)
+        for (uint32_t bits = word; bits; bits &= bits - 1) {
+            const uint32_t k = w * 32 + uint32_t(__builtin_ctz(bits));
             const int32_t id = sorted_[k];
             if (!(mask[size_t(id) / 32] >> (id % 32) & 1u)) wanted.push_back(k);
         }

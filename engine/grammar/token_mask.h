@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,10 +68,12 @@ public:
     std::shared_ptr<const Spans> spans(const CharClass& c) const;
 
     // Sets (never clears) the bits of the tokens the recognizer takes whole
-    // among those whose rank bit is set in `ranks` and whose mask bit is not
-    // yet; walks only the trie paths that lead to them, so a prefix they
-    // share is fed once.
-    void allowed_among(Recognizer& r, const std::vector<uint32_t>& ranks, std::vector<uint32_t>& mask) const;
+    // among those whose rank bit is set in `rank_words` (the nonzero words of
+    // a bitset by rank, as (word index, word), indices ascending) and whose
+    // mask bit is not yet; walks only the trie paths that lead to them, so a
+    // prefix they share is fed once.
+    void allowed_among(Recognizer& r, std::span<const std::pair<uint32_t, uint32_t>> rank_words,
+                       std::vector<uint32_t>& mask) const;
 
 private:
     struct Node {
