@@ -105,6 +105,11 @@ grammar::GrammarCache& compiled_grammars() {
     return cache;
 }
 
+std::shared_ptr<const grammar::Grammar> schema_grammar(const json::value& schema, const grammar::JsonSchemaOptions& options) {
+    return compiled_grammars().get(std::string(options.compact ? "schema-compact:" : "schema:") + json::serialize(schema),
+                                   [&] { return grammar::json_schema_grammar(schema, options); });
+}
+
 namespace {
 
 // A request's GBNF grammar; a 400 that says where it is wrong.
@@ -155,8 +160,7 @@ std::shared_ptr<const grammar::Grammar> compile_schema(const json::value& v, con
     }
     if (!schema.is_object() && !schema.is_bool()) bad(fmt::format("'{}' must be a JSON Schema (an object)", field));
     try {
-        return compiled_grammars().get(std::string(options.compact ? "schema-compact:" : "schema:") + json::serialize(schema),
-                                       [&] { return grammar::json_schema_grammar(schema, options); });
+        return schema_grammar(schema, options);
     } catch (const grammar::GrammarError& e) {
         bad(fmt::format("'{}': {}", field, e.what()));
     }
@@ -180,12 +184,10 @@ std::shared_ptr<const grammar::Grammar> response_format(const json::value& v, co
     bad("'response_format' type must be text, json_object or json_schema");
 }
 
-// Any JSON object (without whitespace: the schema {"type": "object"} compacted).
+// Any JSON object (compact: the schema {"type": "object"} without whitespace).
 std::shared_ptr<const grammar::Grammar> json_object(const grammar::JsonSchemaOptions& options) {
     if (!options.compact) return compiled_grammars().get("json_object", [] { return grammar::json_object_grammar(); });
-    return compiled_grammars().get("json_object-compact", [] {
-        return grammar::json_schema_grammar(json::object{{"type", "object"}}, grammar::JsonSchemaOptions{.compact = true});
-    });
+    return schema_grammar(json::object{{"type", "object"}}, options);
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ GenerationOptions parse_generation_options(const boost::json::object& body, bool
 // Every request's compiled grammars, by kind and source (grammar_cache.h):
 // gbnf, regex, choice, schema, json_object and tool calls.
 grammar::GrammarCache& compiled_grammars();
+// A JSON Schema's grammar through that cache; throws grammar::GrammarError.
+std::shared_ptr<const grammar::Grammar> schema_grammar(const boost::json::value& schema,
+                                                       const grammar::JsonSchemaOptions& options);
 
 // vLLM's structured_outputs.disable_any_whitespace: JSON (schemas, json_object
 // and tool-call arguments) without whitespace between tokens, whichever field

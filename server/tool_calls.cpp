@@ -135,7 +135,7 @@ void constrain_tool_calls(const ToolRequest& tools, ToolCallFormat format, Gener
         if (tools.choice == ToolRequest::Choice::Named && name_of(t) != tools.named) continue;
         json::value parameters = parameters_of(t);
         try {
-            grammar::json_schema_grammar(parameters, json);  // can it be enforced?
+            schema_grammar(parameters, json);  // can it be enforced? (cached: the next request asks again)
         } catch (const grammar::GrammarError& e) {
             const std::string where = "'tools[" + std::to_string(i) + "].function.parameters': " + e.what();
             if (strict) bad(where);

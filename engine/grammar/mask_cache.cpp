@@ -89,9 +89,13 @@ void WordSet::or_into(std::vector<uint32_t>& out) const {
     for (const auto& [i, bits] : sparse_) out[i] |= bits;
 }
 
+void append_nonzero_words(const std::vector<uint32_t>& words, std::vector<std::pair<uint32_t, uint32_t>>& out) {
+    for (size_t i = 0; i < words.size(); ++i)
+        if (words[i]) out.emplace_back(uint32_t(i), words[i]);
+}
+
 void WordSet::append_words(std::vector<std::pair<uint32_t, uint32_t>>& out) const {
-    for (size_t i = 0; i < dense_.size(); ++i)
-        if (dense_[i]) out.emplace_back(uint32_t(i), dense_[i]);
+    append_nonzero_words(dense_, out);
     out.insert(out.end(), sparse_.begin(), sparse_.end());
 }
 
@@ -180,7 +184,7 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
         }
     }
     constexpr size_t kMergeWords = 1024;
-    if (with_uncertain.size() == 1 || (with_uncertain.size() > 1 && words <= kMergeWords)) {
+    if (with_uncertain.size() <= 1 || words <= kMergeWords) {
         for (const WordSet* u : with_uncertain) u->append_words(uncertain);
         if (with_uncertain.size() > 1) {  // sort by word and OR the words of one index together
             std::sort(uncertain.begin(), uncertain.end());
@@ -191,11 +195,10 @@ void GrammarMasks::allowed(Recognizer& r, std::vector<uint32_t>& mask) {
             }
             uncertain.resize(n);
         }
-    } else if (!with_uncertain.empty()) {
+    } else {
         dense.assign((trie_.num_ranked() + 31) / 32, 0u);
         for (const WordSet* u : with_uncertain) u->or_into(dense);
-        for (size_t i = 0; i < dense.size(); ++i)
-            if (dense[i]) uncertain.emplace_back(uint32_t(i), dense[i]);
+        append_nonzero_words(dense, uncertain);
     }
     // The uncertain ones not allowed already, through the recognizer along the trie.
     if (!uncertain.empty()) trie_.allowed_among(r, uncertain, mask);

@@ -39,6 +39,9 @@ std::vector<Recognizer::Position> single_uses(const Grammar& g);
 // recognizer at every step.
 Sequence rest_in_context(const Grammar& g, const Recognizer::Position& p, const std::vector<Recognizer::Position>& uses);
 
+// Appends the nonzero words of a bitset as (word index, word), indices ascending.
+void append_nonzero_words(const std::vector<uint32_t>& words, std::vector<std::pair<uint32_t, uint32_t>>& out);
+
 // A bitset kept as its words, or, when few are not zero, as those words
 // alone: most splits allow a handful of tokens, and a mask step reads every
 // split of its positions, so on a 262k-token vocabulary the dense words of

@@ -224,12 +224,9 @@ const CharClass& Residuals::drain(int32_t state) {
             if (best < 0 || n > votes[best]) best = to;
         }
         if (best < 0 || votes[best] < 48 || std::find(chain.begin(), chain.end(), best) != chain.end()) break;
-        if (loop(best).ranges.empty()) {
-            chain.push_back(best);
-            continue;
-        }
-        const CharClass c = states_[size_t(best)].loop_;
         chain.push_back(best);
+        if (loop(best).ranges.empty()) continue;
+        const CharClass c = states_[size_t(best)].loop_;  // a copy: next_on may add states
         for (size_t j = 0; j + 1 < chain.size(); ++j)
             if (next_on(chain[j], c) != chain[j + 1]) return states_[size_t(state)].drain_;
         states_[size_t(state)].drain_ = c;

@@ -221,11 +221,12 @@ const TokenTrie::Spans* TokenTrie::drain_spans(int32_t state, FastWalk& w) const
     return c.ranges.empty() ? nullptr : spans(c).get();
 }
 
-// The root's children (ASCII) after which the state loops over one class (or drains into a loop),
-// when they hold most of the vocabulary (a property name kept apart from the
-// named ones by its first character, then any string): the tokens whose
-// bytes after the first are the class's characters are set with one
-// bitset, and the walk goes on for the others only. Says which children it took.
+// The root's children (ASCII) after which the state loops over one class
+// (or drains into a loop), when they hold most of the vocabulary (a property
+// name kept apart from the named ones by its first character, then any
+// string): the tokens whose bytes after the first are the class's characters
+// are set with one bitset, and the walk goes on for the others only. Says
+// which children it took.
 std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) const {
     const Node& root = nodes_[0];
     std::vector<bool> done(root.num_children, false);
@@ -273,8 +274,9 @@ std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) con
 
 // A state that loops over C at a character boundary, or drains into such a
 // loop (Residuals::drain): every token below whose bytes from here are C's
-// characters is taken whole, so it is sure; the walk goes on for the others only. (Nodes it visits below are
-// not looked up again: their subtrees hold only wanted tokens.)
+// characters is taken whole, so it is sure; the walk goes on for the others
+// only. (Nodes it visits below are not looked up again: their subtrees hold
+// only wanted tokens.)
 void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Spans& s, FastWalk& w) const {
     std::vector<uint32_t> wanted;
     if (node == 0) {
