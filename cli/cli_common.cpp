@@ -97,6 +97,50 @@ void add_engine_options(cxxopts::Options& opts) {
     add_device_options(opts, true, "engine");
     add_quantization_option(opts);
     add_kv_cache_dtype_option(opts);
+    add_speculative_options(opts);
+}
+
+// Speculation off by default; --num-speculative-tokens with no method means n-gram lookup.
+void add_speculative_options(cxxopts::Options& opts) {
+    // clang-format off
+    opts.add_options("speculative decoding")
+        ("speculative-method", "ngram (prompt lookup) or draft (a draft model, --speculative-model)",
+         cxxopts::value<std::string>())
+        ("num-speculative-tokens", "tokens proposed per sequence and step (k)", cxxopts::value<int32_t>())
+        ("speculative-model", "the draft model's GGUF (same vocabulary as the target)", cxxopts::value<std::string>())
+        ("prompt-lookup-min", "ngram: the shortest n-gram matched", cxxopts::value<int32_t>())
+        ("prompt-lookup-max", "ngram: the longest n-gram matched", cxxopts::value<int32_t>())
+        ("speculative-disable-by-batch-size", "no speculation in a step with more running sequences than this "
+         "(0: always speculate)", cxxopts::value<int32_t>())
+        ("speculative-config", "vLLM's JSON form, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'",
+         cxxopts::value<std::string>());
+    // clang-format on
+}
+
+SpeculativeConfig speculative_config_from(const cxxopts::ParseResult& args) {
+    SpeculativeConfig c;
+    try {
+        if (args.count("speculative-config")) c = parse_speculative_config(args["speculative-config"].as<std::string>());
+        if (args.count("speculative-method")) c.method = parse_speculative_method(args["speculative-method"].as<std::string>());
+        if (args.count("num-speculative-tokens")) c.num_speculative_tokens = args["num-speculative-tokens"].as<int32_t>();
+        if (args.count("speculative-model")) c.model = args["speculative-model"].as<std::string>();
+        if (args.count("prompt-lookup-min")) c.prompt_lookup_min = args["prompt-lookup-min"].as<int32_t>();
+        if (args.count("prompt-lookup-max")) c.prompt_lookup_max = args["prompt-lookup-max"].as<int32_t>();
+        if (args.count("speculative-disable-by-batch-size"))
+            c.disable_by_batch_size = args["speculative-disable-by-batch-size"].as<int32_t>();
+        if (c.method == SpeculativeMethod::None && (args.count("num-speculative-tokens") || !c.model.empty()))
+            c.method = c.model.empty() ? SpeculativeMethod::Ngram : SpeculativeMethod::Draft;
+        if (c.method != SpeculativeMethod::None && !args.count("num-speculative-tokens") &&
+            !args.count("speculative-config"))
+            throw std::invalid_argument("--speculative-method needs --num-speculative-tokens K");
+        // Only --prompt-lookup-min given: the longest is at least it.
+        if (args.count("prompt-lookup-min") && !args.count("prompt-lookup-max") && !args.count("speculative-config"))
+            c.prompt_lookup_max = std::max(c.prompt_lookup_max, c.prompt_lookup_min);
+        c.validate();
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    return c;
 }
 
 void add_device_options(cxxopts::Options& opts, bool threads, const std::string& group) {
@@ -147,6 +191,18 @@ size_t parse_bytes(const std::string& text, const std::string& flag) {
     return static_cast<size_t>(value * scale);
 }
 
+void print_spec_summary(const SpecDecodeStats& s, const SpeculativeConfig& c) {
+    std::string per_pos;
+    for (size_t i = 0; i < s.accepted_per_pos.size(); ++i)
+        per_pos += fmt::format("{}{:.2f}", i ? " " : "", s.num_drafts ? double(s.accepted_per_pos[i]) / s.num_drafts : 0.0);
+    std::fprintf(stderr,
+                 "speculative decoding (%s, k=%d): %lld drafts, %lld draft tokens, %lld accepted | acceptance rate "
+                 "%.1f%% | mean acceptance length %.2f | accepted per position: %s\n",
+                 speculative_method_name(c.method), c.num_speculative_tokens, (long long)s.num_drafts,
+                 (long long)s.num_draft_tokens, (long long)s.num_accepted_tokens, 100 * s.acceptance_rate(),
+                 s.mean_acceptance_length(), per_pos.empty() ? "-" : per_pos.c_str());
+}
+
 EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     EngineConfig c;
     c.max_num_seqs = int_option(args, "max-num-seqs", 1, 65536);
@@ -172,6 +228,7 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
         c.max_step_seconds = value / 1000;
     }
     c.enable_prefix_caching = args.count("no-prefix-caching") == 0;
+    c.speculative = speculative_config_from(args);
     try {
         c.policy = parse_scheduling_policy(args["scheduling-policy"].as<std::string>());
     } catch (const std::invalid_argument& e) {

@@ -62,6 +62,14 @@ void add_quantization_option(cxxopts::Options& opts);
 // --kv-cache-dtype auto|float32|bfloat16 (part of add_engine_options); auto is nullopt.
 void add_kv_cache_dtype_option(cxxopts::Options& opts);
 std::optional<KVDType> kv_cache_dtype_from(const cxxopts::ParseResult& args);
+// Speculative decoding's flags (part of add_engine_options; `minfer run` adds
+// them alone): --speculative-method, --num-speculative-tokens,
+// --speculative-model, --prompt-lookup-min/-max,
+// --speculative-disable-by-batch-size and vLLM's --speculative-config JSON.
+void add_speculative_options(cxxopts::Options& opts);
+SpeculativeConfig speculative_config_from(const cxxopts::ParseResult& args);
+// One line to stderr: drafts, acceptance rate, mean acceptance length, acceptance per position.
+void print_spec_summary(const SpecDecodeStats& stats, const SpeculativeConfig& config);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
 // The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
 std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);

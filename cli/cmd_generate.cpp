@@ -115,7 +115,7 @@ int cmd_generate(int argc, char** argv) {
     add_json_compact_option(opts);  // the default of structured_outputs.disable_any_whitespace
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding"});
     if (!args.count("input")) throw UsageError("--input is required");
     if (!args.count("output")) throw UsageError("--output is required");
     const EngineConfig config = engine_config_from(args);
@@ -187,6 +187,7 @@ int cmd_generate(int argc, char** argv) {
                  (st.generation_tokens + st.prompt_tokens) / seconds, 100 * hit_rate, (long long)st.num_preemptions,
                  (long long)st.steps, st.num_kv_blocks, engine->config().block_size,
                  kv_dtype_name(engine->config().kv_cache_dtype.value_or(KVDType::F32)));
+    if (config.speculative.enabled()) print_spec_summary(st.spec_decode, config.speculative);
     if (backend->name() != "cpu") {
         const Backend::StepTraffic t = backend->traffic();
         std::fprintf(stderr, "device: %d CUDA graphs captured%s | %.0f B device-to-host per step\n", t.recordings,

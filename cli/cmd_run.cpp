@@ -64,6 +64,7 @@ int cmd_run(int argc, char** argv) {
     add_constraint_options(opts, /*with_choice=*/false);
     add_device_options(opts, true);
     add_model_run_options(opts);
+    add_speculative_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
 
     GenerateOptions gen;
@@ -81,6 +82,9 @@ int cmd_run(int argc, char** argv) {
     sp.seed = args.count("seed") ? args["seed"].as<uint64_t>() : std::random_device{}();
     const int32_t batch_tokens = int_option(args, "batch-tokens", 1);
     const int32_t block_size = int_option(args, "block-size", 1, 1024);
+    gen.speculative = speculative_config_from(args);
+    if (gen.speculative.method == SpeculativeMethod::Draft)
+        throw UsageError("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
 
     const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
     auto backend = backend_from(args);
@@ -114,7 +118,9 @@ int cmd_run(int argc, char** argv) {
 
     const int32_t blocks = (cfg.context_len + block_size - 1) / block_size;
     BlockManager block_manager(blocks, block_size, /*enable_prefix_caching=*/false);
-    ModelRunner runner(*model, {batch_tokens, 1, blocks, block_size, 0, false, kv_dtype});
+    // A row of logits, and one per draft a step verifies.
+    const int32_t logits_rows = 1 + (gen.speculative.enabled() ? gen.speculative.num_speculative_tokens : 0);
+    ModelRunner runner(*model, {std::max(batch_tokens, logits_rows), 1, blocks, block_size, logits_rows, false, kv_dtype});
     const bool json = args.count("json") > 0;
 
     // Generates from prompt_ids, streaming the text (or printing one JSON line); returns the new text.
@@ -167,6 +173,7 @@ int cmd_run(int argc, char** argv) {
                      backend->name().c_str(), prompt_ids.size(),
                      r.prefill_seconds > 0 ? prompt_ids.size() / r.prefill_seconds : 0.0, r.prefill_seconds * 1e3, n_gen,
                      r.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / r.decode_seconds : 0.0, r.finish_reason.c_str());
+        if (gen.speculative.enabled()) print_spec_summary(r.spec, gen.speculative);
         return reply;
     };
 

@@ -40,7 +40,7 @@ int cmd_serve(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine"});
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding"});
 
     ServerConfig sc;
     sc.host = args["host"].as<std::string>();

@@ -77,6 +77,49 @@ void apply_penalties(std::span<float> logits, const SamplingRow& row) {
     }
 }
 
+// The first of `ids` where the running sum of weight(i) passes target, or,
+// if rounding leaves target past the end, the last with a nonzero weight.
+template <class Weight>
+int32_t draw_weighted(std::span<const int32_t> ids, double target, Weight weight) {
+    double cum = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const double w = weight(i);
+        if (!(w > 0)) continue;
+        cum += w;
+        last = i;
+        if (target < cum) return ids[i];
+    }
+    return ids[last];
+}
+
+// Leviathan et al.'s verification of row.draft_token. p(x) = probs[i] /
+// kept_total for x = kept[i], 0 elsewhere; q is row.draft_probs, or one-hot at
+// the draft. Accepting d with probability min(1, p(d) / q(d)) and otherwise
+// drawing from norm(max(0, p - q)) gives x with probability exactly p(x):
+// P(x) = min(p(x), q(x)) + (1 - sum_y min(p(y), q(y))) * max(0, p(x) - q(x)) / sum_y max(0, p(y) - q(y)),
+// and both sums over y equal 1 - sum_y min(p(y), q(y)).
+int32_t verify_draft(std::span<const int32_t> kept, const std::vector<float>& probs, double kept_total,
+                     const SamplingRow& row) {
+    const SamplingParams& p = *row.params;
+    const int32_t d = row.draft_token;
+    const bool one_hot = row.draft_probs.empty();
+    auto q = [&](int32_t token) { return one_hot ? (token == d ? 1.0 : 0.0) : double(row.draft_probs[token]); };
+    double p_d = 0;
+    for (size_t i = 0; i < kept.size(); ++i)
+        if (kept[i] == d) p_d = probs[i] / kept_total;
+    const double u = philox_uniform(p.seed, draw_stream(row.stream, Draw::Accept), row.position);
+    if (u * q(d) < p_d) return d;  // u < p(d) / q(d), without dividing by a q(d) of 0
+
+    auto residual = [&](size_t i) { return std::max(0.0, probs[i] / kept_total - q(kept[i])); };
+    double total = 0;
+    for (size_t i = 0; i < kept.size(); ++i) total += residual(i);
+    const double v = philox_uniform(p.seed, draw_stream(row.stream, Draw::Recover), row.position);
+    // p <= q everywhere only where p == q, whose draft is always accepted: rounding aside, unreachable.
+    if (!(total > 0)) return draw_weighted(kept, v * kept_total, [&](size_t i) { return double(probs[i]); });
+    return draw_weighted(kept, v * total, residual);
+}
+
 int32_t argmax(std::span<const float> x) {
     // First maximum, as llama2.c and llama.cpp break ties.
     return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
@@ -127,6 +170,7 @@ int32_t sample_row(std::span<float> logits, const SamplingRow& row) {
     }
     double kept_total = 0;
     for (int32_t i = 0; i < keep; ++i) kept_total += probs[i];
+    if (row.draft_token >= 0) return verify_draft({ids.data(), size_t(keep)}, probs, kept_total, row);
 
     const double target = philox_uniform(p.seed, row.stream, row.position) * kept_total;
     double cum = 0;

@@ -40,7 +40,26 @@ struct SamplingRow {
     // If not empty, a bitmask over the vocabulary (bit t of word t / 32): only
     // tokens whose bit is set may be sampled (a grammar's allowed tokens).
     std::span<const uint32_t> allowed_mask;
+    // Speculative verification: >= 0, the token a proposer drafted for this
+    // position. The row then returns the draft if it is accepted, and otherwise
+    // a token drawn from what the draft leaves (never the draft); greedy rows
+    // return the argmax as always, which is the draft exactly when it is accepted.
+    int32_t draft_token = -1;
+    // The proposer's distribution q the draft was drawn from (a draft model's,
+    // over the vocabulary, after the same processing); empty: the proposer
+    // always proposes it (n-gram lookup: q is one-hot at the draft).
+    std::span<const float> draft_probs;
 };
+
+// What a random number is drawn for: each purpose has its own Philox stream,
+// so a verification's draws never reuse a plain sample's.
+enum class Draw : uint32_t {
+    Sample = 0,   // the token of a row
+    Accept = 1,   // whether a draft is accepted
+    Recover = 2,  // the token that replaces a rejected draft
+};
+// The Philox stream of `purpose` for sample `stream` (the purpose in the top byte).
+inline uint64_t draw_stream(uint64_t stream, Draw purpose) { return stream ^ (uint64_t(purpose) << 56); }
 
 // Philox4x32-10: 128 random bits from a 64-bit key and a 128-bit counter.
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
@@ -48,6 +67,11 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<u
 float philox_uniform(uint64_t seed, uint64_t stream, int64_t position);
 
 // Applies the row's processors to `logits` in place and returns the token.
+// With a draft (row.draft_token >= 0) and temperature > 0, it verifies the
+// draft by Leviathan et al.'s rule, with p the fully processed distribution
+// (temperature, top-k, top-p, min-p): the draft d is accepted with
+// probability min(1, p(d) / q(d)), else the token is drawn from
+// norm(max(0, p - q)). Either way the token is distributed exactly as p.
 int32_t sample_row(std::span<float> logits, const SamplingRow& row);
 
 }  // namespace minfer

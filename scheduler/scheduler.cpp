@@ -81,6 +81,7 @@ void Scheduler::preempt(SequenceState* seq, SchedulerOutput& out) {
     running_.erase(std::find(running_.begin(), running_.end(), seq));
     blocks_.free(seq->blocks);
     seq->num_computed = 0;
+    seq->draft_tokens.clear();
     seq->status = SequenceStatus::Waiting;
     ++seq->num_preemptions;
     ++num_preemptions_;
@@ -125,7 +126,9 @@ SchedulerOutput Scheduler::schedule(const StepBudget& budget) {
         SequenceState* seq = todo[i];
         if (seq->status != SequenceStatus::Running) continue;  // preempted earlier in this loop
         const int32_t count =
-            fit_logits(*seq, std::min({seq->num_uncomputed(), token_budget, chunk_cap}), logits_left);
+            fit_logits(*seq, std::min({seq->num_wanted(), token_budget, chunk_cap}), logits_left);
+        // Drafts the step has no room for are dropped (the proposer guesses again next step).
+        seq->draft_tokens.resize(size_t(std::max(0, count - seq->num_uncomputed())));
         if (count == 0) continue;
         bool scheduled = false;
         while (true) {

@@ -26,6 +26,11 @@ struct SequenceState {
     SequenceStatus status = SequenceStatus::Waiting;
     int32_t num_preemptions = 0;
     int32_t num_charged = 0;         // tokens the fair policy has charged (a recompute is not charged twice)
+    // Speculative decoding: tokens a proposer guessed to follow `tokens`. A step
+    // computes them after the last token, and keeps those the target accepts.
+    // Only a decode has them; the scheduler trims them to the step's budget,
+    // and preemption drops them.
+    std::vector<int32_t> draft_tokens;
 
     // Queue order: the policies compare these.
     int64_t arrival = 0;             // the request's arrival order; ties of every policy go to the earlier
@@ -38,11 +43,16 @@ struct SequenceState {
     // Tokens still to compute before the next sample: the unprefilled prompt, a
     // recompute after preemption, or the one new decode token.
     int32_t num_uncomputed() const { return num_tokens() - num_computed; }
+    // Rows the sequence would take in a step: the uncomputed tokens and the drafts.
+    int32_t num_wanted() const { return num_uncomputed() + static_cast<int32_t>(draft_tokens.size()); }
     bool finished() const { return status == SequenceStatus::Finished; }
 
-    // Rows of logits a step computing `count` more tokens needs. By default one
-    // when the step reaches the last token (the next token is sampled there).
-    virtual int32_t logits_rows(int32_t count) const { return num_computed + count == num_tokens() ? 1 : 0; }
+    // Rows of logits a step computing `count` more rows needs. By default one
+    // when the step reaches the last token (the next token is sampled there),
+    // and one per draft (each is verified against the target's own choice).
+    virtual int32_t logits_rows(int32_t count) const {
+        return num_computed + count >= num_tokens() ? 1 + (num_computed + count - num_tokens()) : 0;
+    }
     // Sequence slots (of max_num_seqs) it holds: more than one for a sequence
     // that will fork into several.
     virtual int32_t slots() const { return 1; }

@@ -10,6 +10,8 @@
 
 #include "engine/grammar/constraint.h"
 #include "engine/model/model_runner.h"
+#include "engine/spec/spec_config.h"
+#include "engine/spec/spec_stats.h"
 #include "kernels/sampling.h"
 #include "engine/text/tokenizer.h"
 #include "kvcache/block_manager.h"
@@ -24,6 +26,10 @@ struct GenerateOptions {
     // allowed only where the text is a whole sentence, and generation ends
     // when nothing can follow.
     grammar::Constraint* constraint = nullptr;
+    // N-gram speculation: each decode step verifies up to k guessed tokens (the
+    // runner must hold 1 + k rows of logits). Greedy output is the same token
+    // for token; sampled output has the same distribution.
+    SpeculativeConfig speculative;
 };
 
 struct GenerateResult {
@@ -31,6 +37,7 @@ struct GenerateResult {
     std::string finish_reason;  // "stop" (a stop id) or "length" (max_new_tokens or the context)
     double prefill_seconds = 0;
     double decode_seconds = 0;
+    SpecDecodeStats spec;  // with speculation
 };
 
 // Generates after `prompt_ids` (which must be non-empty and fit the context).

@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include "engine/core/generate.h"
+#include "engine/spec/ngram_proposer.h"
 
 namespace minfer {
 
@@ -84,9 +85,18 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
     config_.kv_cache_dtype = resolve_kv_dtype(model.backend(), config_.kv_cache_dtype);
     if (!config_.max_step_seconds) config_.max_step_seconds = model.backend().name() == "cpu" ? kCpuStepSeconds : 0.0;
     pacer_ = std::make_unique<StepPacer>(*config_.max_step_seconds, config_.max_num_batched_tokens);
+    config_.speculative.validate();
+    if (config_.speculative.method == SpeculativeMethod::Draft)
+        throw std::invalid_argument("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
     config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
-    const int32_t logits_rows = config_.max_num_seqs;
+    // A row of logits per sequence, and per draft of the sequences that may speculate.
+    int32_t logits_rows = config_.max_num_seqs;
+    if (config_.speculative.enabled()) {
+        const int32_t limit = config_.speculative.disable_by_batch_size;
+        const int32_t speculating = limit > 0 ? std::min(limit, config_.max_num_seqs) : config_.max_num_seqs;
+        logits_rows += speculating * config_.speculative.num_speculative_tokens;
+    }
     scheduler_ = std::make_unique<Scheduler>(
         SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens, logits_rows, config_.policy}, *blocks_);
     runner_ = std::make_unique<ModelRunner>(model, RunnerLimits{config_.max_num_batched_tokens, config_.max_num_seqs,
@@ -185,6 +195,7 @@ void LLMEngine::abort(uint64_t request_id) {
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
+    if (config_.speculative.enabled()) propose_drafts();
     const SchedulerOutput scheduled = scheduler_->schedule(pacer_->next());
     if (!scheduled.empty()) {
         const double began = now_seconds();
@@ -205,6 +216,26 @@ std::vector<RequestOutput> LLMEngine::step() {
     return outputs_->collect(requests_);
 }
 
+// Each running decode guesses its next tokens (the scheduler trims them to the
+// step's budget). None while more sequences run than disable_by_batch_size:
+// a large batch keeps the device busy without them.
+void LLMEngine::propose_drafts() {
+    const SpeculativeConfig& spec = config_.speculative;
+    const bool on = spec.disable_by_batch_size == 0 || scheduler_->num_running() <= size_t(spec.disable_by_batch_size);
+    for (auto& [id, r] : requests_)
+        for (auto& seq : r->seqs) {
+            seq->draft_tokens.clear();
+            if (!on || seq->status != SequenceStatus::Running || seq->num_uncomputed() != 1 ||
+                seq->forks_on_first_sample())
+                continue;
+            // Every draft accepted, plus the target's own token, must fit max_tokens and the context.
+            const int32_t room = std::min({spec.num_speculative_tokens, r->options.max_tokens - seq->num_output() - 1,
+                                           config_.max_model_len - seq->num_tokens() - 1});
+            if (room > 0)
+                seq->draft_tokens = ngram_propose(seq->tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);
+        }
+}
+
 // Every scheduled request will report at the end of the step (its queue time
 // the first time a step takes it).
 void LLMEngine::start_step(const SchedulerOutput& s) {
@@ -222,7 +253,7 @@ void LLMEngine::start_step(const SchedulerOutput& s) {
 void LLMEngine::commit_computed(const SchedulerOutput& s) {
     for (const ScheduledSequence& sc : s.scheduled) {
         SequenceState& seq = *sc.seq;
-        seq.num_computed += sc.num_tokens;
+        seq.num_computed += sc.num_tokens - int32_t(seq.draft_tokens.size());  // drafts: when accepted
         blocks_->commit(seq.blocks, seq.tokens, seq.num_computed);
     }
 }
@@ -240,6 +271,7 @@ EngineStats LLMEngine::stats() const {
     st.prompt_tokens = prompt_tokens_;
     st.generation_tokens = outputs_->generation_tokens();
     st.device_idle_seconds = model_.backend().device_idle_seconds();
+    st.spec_decode = outputs_->spec_stats();
     return st;
 }
 

@@ -2,7 +2,7 @@
 //
 //   validate()     checks a request without touching the engine (any thread)
 //   add_request()  validates a request and queues it
-//   step()         Scheduler::schedule -> PlanBuilder::build -> ModelRunner::forward
+//   step()         propose drafts (speculative decoding) -> Scheduler::schedule -> PlanBuilder::build -> ModelRunner::forward
 //                  -> PlanBuilder::fill_masks (beside the GPU's forward) -> ModelRunner::sample
 //                  -> OutputProcessor::process -> outputs of the requests that moved
 //   abort()        ends a request; its blocks go back to the pool
@@ -28,6 +28,8 @@
 #include "engine/core/step_pacer.h"
 #include "engine/model/model.h"
 #include "engine/model/model_runner.h"
+#include "engine/spec/spec_config.h"
+#include "engine/spec/spec_stats.h"
 #include "engine/text/tokenizer.h"
 #include "kvcache/block_manager.h"
 #include "scheduler/scheduler.h"
@@ -54,6 +56,7 @@ struct EngineConfig {
     // to fit (StepPacer); 0: no target. Unset: 0.1 s on the CPU backend, none on
     // a GPU (LLMEngine sets it to what it chose).
     std::optional<double> max_step_seconds;
+    SpeculativeConfig speculative;      // off by default
 };
 
 // A request the engine refuses (bad parameters, too long for the context or
@@ -74,6 +77,7 @@ struct EngineStats {
     int64_t prompt_tokens = 0;      // prompt tokens of finished and running requests, counted at admission
     int64_t generation_tokens = 0;  // tokens sampled
     double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
+    SpecDecodeStats spec_decode;     // speculative decoding's drafts and acceptances
 };
 
 class LLMEngine {
@@ -119,6 +123,7 @@ public:
 
 private:
     std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary();
+    void propose_drafts();
     void start_step(const SchedulerOutput& s);
     void commit_computed(const SchedulerOutput& s);
     void write_trace(const SchedulerOutput& s, const StepPlan& plan);

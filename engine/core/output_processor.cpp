@@ -19,7 +19,9 @@ void OutputProcessor::moved(Request& r) {
 
 void OutputProcessor::process(const StepInputs& in, std::span<const int32_t> sampled, std::span<const float> logits) {
     const size_t vocab = size_t(limits_.vocab_size);
-    auto logits_of = [&](size_t use) { return in.needs_logits ? logits.data() + use * vocab : nullptr; };
+    const std::function<const float*(size_t)> logits_of = [&](size_t use) -> const float* {
+        return in.needs_logits ? logits.data() + use * vocab : nullptr;
+    };
     for (size_t i = in.num_samples; i < in.uses.size(); ++i) {
         Request& r = *in.uses[i].seq->request;
         const int32_t p = in.uses[i].prompt_position;
@@ -33,8 +35,31 @@ void OutputProcessor::process(const StepInputs& in, std::span<const int32_t> sam
     }
     for (size_t i = 0; i < in.num_samples; ++i) {
         Sequence& seq = *in.uses[i].seq;
-        if (in.uses[i].sample_stream == seq.sample_index) append_token(seq, sampled[i], logits_of(i));
+        if (in.uses[i].sample_stream != seq.sample_index || in.uses[i].spec_row != 0) continue;
+        if (seq.draft_tokens.empty())
+            append_token(seq, sampled[i], logits_of(i));
+        else
+            append_verified(seq, sampled, i, logits_of);
     }
+}
+
+// Rows first .. first + k verified drafts 0 .. k - 1 (and drew the token after them).
+void OutputProcessor::append_verified(Sequence& seq, std::span<const int32_t> sampled, size_t first,
+                                      const std::function<const float*(size_t)>& logits_of) {
+    const std::vector<int32_t> drafts = std::move(seq.draft_tokens);
+    seq.draft_tokens.clear();
+    const int32_t k = int32_t(drafts.size());
+    const int32_t accepted = accepted_prefix(drafts.data(), sampled.data() + first, k);
+    spec_stats_.record(k, accepted);
+    // The step computed the K/V of the last token and of every draft; those of
+    // the accepted drafts stay: each accepted draft is a computed token.
+    for (int32_t d = 0; d <= accepted && !seq.finished(); ++d) {
+        append_token(seq, sampled[first + size_t(d)], logits_of(first + size_t(d)));
+        if (d < accepted) ++seq.num_computed;
+    }
+    if (seq.finished()) return;  // its blocks are back in the pool
+    blocks_.commit(seq.blocks, seq.tokens, seq.num_computed);
+    blocks_.truncate(seq.blocks, seq.num_computed);  // the rejected drafts' slots
 }
 
 Sequence& OutputProcessor::fork(Sequence& first, int32_t sample_index) {

@@ -6,12 +6,16 @@
 // max_tokens, the context's end), and finished sequences leave the scheduler.
 // collect() then hands each request that moved its news since the last time.
 //
-// Seams for what comes next: a speculative step appends several tokens to a
-// sequence and rolls the rest back (BlockManager::truncate); a grammar's
-// state advances here with each accepted token.
+// A speculating sequence keeps the drafts its rows returned unchanged and the
+// token of the first row that did not (or of the row after the last draft):
+// each is appended as if sampled alone, so stop strings, stop ids, max_tokens
+// and the grammar end the run where they would have ended plain decoding. The
+// K/V of the rejected drafts' rows is dropped (BlockManager::truncate); only
+// kept tokens join the prefix cache.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -21,6 +25,7 @@
 
 #include "engine/core/plan_builder.h"
 #include "engine/core/sequence.h"
+#include "engine/spec/spec_stats.h"
 #include "engine/text/tokenizer.h"
 #include "kvcache/block_manager.h"
 #include "scheduler/scheduler.h"
@@ -70,9 +75,13 @@ public:
     std::vector<RequestOutput> collect(RequestMap& requests);
 
     int64_t generation_tokens() const { return generation_tokens_; }
+    const SpecDecodeStats& spec_stats() const { return spec_stats_; }
 
 private:
     void append_token(Sequence& seq, int32_t token, const float* logits);
+    // The rows of a speculating sequence, from use `first` on: the accepted drafts and one more token.
+    void append_verified(Sequence& seq, std::span<const int32_t> sampled, size_t first,
+                         const std::function<const float*(size_t)>& logits_of);
     Sequence& fork(Sequence& first, int32_t sample_index);
     RequestOutput news_of(Request& r);
 
@@ -84,6 +93,7 @@ private:
     int64_t& next_sequence_id_;
     std::vector<Request*> moved_;
     int64_t generation_tokens_ = 0;
+    SpecDecodeStats spec_stats_;
 };
 
 }  // namespace minfer

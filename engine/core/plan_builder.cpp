@@ -11,10 +11,10 @@ PlanBuilder::PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids)
 int32_t PlanBuilder::add_rows(const SequenceState& seq, int32_t count) {
     if (plan_.query_start.empty()) plan_.query_start.push_back(0);
     const int32_t first_row = plan_.num_tokens();
-    const int32_t first = seq.num_computed, end = first + count;
+    const int32_t first = seq.num_computed, end = first + count, len = seq.num_tokens();
     const std::vector<int32_t>& blocks = seq.blocks.blocks;
     for (int32_t p = first; p < end; ++p) {
-        plan_.token_ids.push_back(seq.tokens[p]);
+        plan_.token_ids.push_back(p < len ? seq.tokens[p] : seq.draft_tokens[p - len]);
         plan_.positions.push_back(p);
         plan_.slot_mapping.push_back(blocks[p / block_size_] * block_size_ + p % block_size_);
     }
@@ -58,12 +58,17 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
             prompt_uses.push_back({&seq, -1, p});
         }
         // The step reaches the last token: draw the next one (n of them for a
-        // first sample that forks into n).
-        if (seq.num_computed + sc.num_tokens == seq.num_tokens()) {
+        // first sample that forks into n), and verify each draft in its row.
+        if (seq.num_computed + sc.num_tokens >= seq.num_tokens()) {
+            const int32_t last = first_row + seq.num_uncomputed() - 1;
             const int32_t draws = seq.forks_on_first_sample() ? seq.request->options.n : 1;
             for (int32_t k = 0; k < draws; ++k) {
-                add_logits_row(first_row + sc.num_tokens - 1);
+                add_logits_row(last);
                 in.uses.push_back({&seq, draws > 1 ? k : seq.sample_index, -1});
+            }
+            for (int32_t d = 1; d <= int32_t(seq.draft_tokens.size()); ++d) {
+                add_logits_row(last + d);
+                in.uses.push_back({&seq, seq.sample_index, -1, d});
             }
         }
     }
@@ -77,20 +82,49 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
 
     in.needs_logits = !prompt_rows.empty();
     in.suppressed.resize(in.num_samples);
+    in.histories.resize(in.num_samples);
+    std::span<const int32_t> history;  // the current sequence's tokens, and drafts if it speculates
     for (size_t i = 0; i < in.num_samples; ++i) {
         const Sequence& seq = *in.uses[i].seq;
         const GenerationOptions& o = seq.request->options;
+        const int32_t r = in.uses[i].spec_row;  // drafts before this row
         in.needs_logits |= o.logprobs >= 0;
-        if (seq.num_output() < o.min_tokens) {
+        if (r == 0) {
+            history = seq.tokens;
+            if (!seq.draft_tokens.empty()) {
+                in.histories[i] = seq.tokens;
+                in.histories[i].insert(in.histories[i].end(), seq.draft_tokens.begin(), seq.draft_tokens.end());
+                history = in.histories[i];
+            }
+        }
+        if (seq.num_output() + r < o.min_tokens) {
             in.suppressed[i] = o.stop_token_ids;
             if (!o.ignore_eos) in.suppressed[i].insert(in.suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
         }
-        const std::span<const int32_t> all(seq.tokens);
-        in.sampling_rows.push_back({&o.sampling, uint64_t(in.uses[i].sample_stream), seq.num_tokens(),
-                                    all.first(seq.num_prompt_tokens), all.subspan(seq.num_prompt_tokens),
-                                    in.suppressed[i], {}});
+        const size_t len = size_t(seq.num_tokens() + r), prompt = size_t(seq.num_prompt_tokens);
+        SamplingRow row{&o.sampling, uint64_t(in.uses[i].sample_stream), int64_t(len),
+                        history.first(prompt), history.subspan(prompt, len - prompt), in.suppressed[i], {}};
+        if (r < int32_t(seq.draft_tokens.size())) row.draft_token = seq.draft_tokens[size_t(r)];
+        in.sampling_rows.push_back(row);
     }
     return in;
+}
+
+void fill_draft_masks(grammar::Constraint& constraint, std::span<const int32_t> drafts,
+                      std::span<const int32_t> end_ids, std::span<std::vector<uint32_t>> masks) {
+    constraint.mask(masks[0], end_ids);
+    size_t advanced = 0;
+    for (size_t d = 0; d < drafts.size(); ++d) {
+        const bool refused = advanced < d || std::find(end_ids.begin(), end_ids.end(), drafts[d]) != end_ids.end() ||
+                             !constraint.accept(drafts[d]);
+        if (refused) {
+            masks[d + 1] = masks[d];
+            continue;
+        }
+        ++advanced;
+        constraint.mask(masks[d + 1], end_ids);
+    }
+    constraint.rollback(advanced);
 }
 
 void PlanBuilder::fill_masks(StepInputs& in) {
@@ -106,8 +140,10 @@ void PlanBuilder::fill_masks(StepInputs& in) {
     if (first.size() > 1 && !workers_) workers_ = std::make_unique<MaskWorkers>();
     const auto one = [&](size_t k) {
         const size_t i = first[k];
-        const Sequence& seq = *in.uses[i].seq;
-        seq.constraint->mask(in.masks[i], seq.request->options.ignore_eos ? std::span<const int32_t>{} : eos_ids_);
+        Sequence& seq = *in.uses[i].seq;
+        const std::span<const int32_t> ends = seq.request->options.ignore_eos ? std::span<const int32_t>{} : eos_ids_;
+        fill_draft_masks(*seq.constraint, seq.draft_tokens, ends,
+                         std::span(in.masks).subspan(i, seq.draft_tokens.size() + 1));
     };
     if (workers_) {
         workers_->run(first.size(), one);
@@ -115,8 +151,9 @@ void PlanBuilder::fill_masks(StepInputs& in) {
         for (size_t k = 0; k < first.size(); ++k) one(k);
     }
     for (size_t i = 0; i < in.num_samples; ++i) {
-        for (const size_t f : first)
-            if (f != i && in.uses[f].seq == in.uses[i].seq) in.masks[i] = in.masks[f];
+        if (in.uses[i].spec_row == 0)  // a fork's row: sample 0's
+            for (const size_t f : first)
+                if (f != i && in.uses[f].seq == in.uses[i].seq) in.masks[i] = in.masks[f];
         in.sampling_rows[i].allowed_mask = in.masks[i];
     }
 }

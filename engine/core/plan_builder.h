@@ -6,13 +6,12 @@
 // use its lower half (add_rows / add_logits_row / finish) over the same
 // BlockManager the engine uses.
 //
-// Seams for what comes next:
-//  - speculative decoding: a sequence carrying k draft tokens is scheduled for
-//    1 + k rows, each of which wants logits (add_logits_row per row, a
-//    LogitsUse per row with its sample stream);
-//  - grammars: a sequence's constraint state fills SamplingRow::allowed_mask
-//    in fill_masks (a batch's masks on MaskWorkers' threads), and the
-//    OutputProcessor advances it with the token it accepts.
+// A speculating sequence (k draft tokens) takes 1 + k rows, each a sampling
+// row: row i is processed with the history and grammar state the sequence
+// would have after drafts 0..i-1, and verifies draft i (the last, none: it
+// draws the token after a fully accepted run). A grammar's masks come from
+// fill_masks (a batch's on MaskWorkers' threads); the OutputProcessor
+// advances the constraint with the tokens it keeps.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +27,19 @@
 
 namespace minfer {
 
+// The grammar masks of a speculating sequence's rows: masks[0] in the
+// constraint's state now, masks[i] after drafts [0, i). A draft the grammar
+// refuses (or an end id) is never accepted (its row gives it no probability),
+// so the rows after it only repeat the last mask. The constraint is left as it was.
+void fill_draft_masks(grammar::Constraint& constraint, std::span<const int32_t> drafts,
+                      std::span<const int32_t> end_ids, std::span<std::vector<uint32_t>> masks);
+
 // What one row of the step's logits is for.
 struct LogitsUse {
     Sequence* seq = nullptr;
     int32_t sample_stream = -1;    // >= 0: draw the next token of sample `sample_stream`
     int32_t prompt_position = -1;  // >= 0: logprob of prompt token prompt_position + 1
+    int32_t spec_row = 0;          // a sample's row in its sequence's run: draws the token after drafts [0, spec_row)
 };
 
 struct StepInputs {
@@ -44,6 +51,7 @@ struct StepInputs {
     std::vector<SamplingRow> sampling_rows;        // one per sample, in the order of uses
     std::vector<std::vector<int32_t>> suppressed;  // ids each sampling row may not draw (it points here)
     std::vector<std::vector<uint32_t>> masks;      // the grammar masks of the rows that have one (ditto)
+    std::vector<std::vector<int32_t>> histories;   // a speculating sequence's tokens and drafts, at its first row (ditto)
     // Logprobs are of the model's raw distribution: the logits are read before
     // sampling processes them.
     bool needs_logits = false;

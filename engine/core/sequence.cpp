@@ -24,12 +24,13 @@ TokenLogprob logprob_of(const float* logits, int32_t vocab, int32_t token, int32
     return lp;
 }
 
-// Rows of logits a step computing `count` more tokens needs: one per sample
+// Rows of logits a step computing `count` more rows needs: one per sample
 // drawn when the step reaches the last token (n for a first sample that
-// forks), plus one per prompt row whose next token's logprob is still wanted.
+// forks), one per draft it verifies, plus one per prompt row whose next
+// token's logprob is still wanted.
 int32_t Sequence::logits_rows(int32_t count) const {
     int32_t rows = 0;
-    if (num_computed + count == num_tokens()) rows += slots();
+    if (num_computed + count >= num_tokens()) rows += slots() + (num_computed + count - num_tokens());
     if (sample_index == 0 && request->wants_prompt_logprobs()) {
         // The positions p in [num_computed, num_computed + count) with wants_prompt_logprob_row(p), counted at once.
         const int32_t first = std::max(num_computed, static_cast<int32_t>(request->prompt_logprobs.size()));

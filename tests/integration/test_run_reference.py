@@ -11,13 +11,22 @@ CASES = json.loads((SHARED / "reference" / "stories260K" / "run_c_greedy.json").
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['prompt'] or '<empty>'}-{c['steps']}")
 @pytest.mark.parametrize("batch_tokens", [512, 3])  # whole prompt in one step, or chunked prefill
-def test_greedy_matches_llama2c(case, batch_tokens):
+@pytest.mark.parametrize("spec", [[], ["--speculative-method", "ngram", "--num-speculative-tokens", "4"],
+                                  ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 7, '
+                                                           '"prompt_lookup_min": 2, "prompt_lookup_max": 3}']],
+                         ids=["plain", "ngram-4", "ngram-7-config"])
+def test_greedy_matches_llama2c(case, batch_tokens, spec):
     # run.c's `steps` counts positions including the prompt; it samples
     # steps - len(prompt_ids) + 1 tokens and stops early after sampling BOS.
+    # Speculation changes nothing of greedy output: the same tokens, verified several at a time.
     n = case["steps"] - len(case["prompt_ids"]) + 1
     out = run_minfer("run", MODEL, "-p", case["prompt"], "-n", n, "--temp", 0, "--json",
-                     "--batch-tokens", batch_tokens)
+                     "--batch-tokens", batch_tokens, *spec)
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    if spec:
+        drafts = re.search(r"speculative decoding \(ngram, k=\d\): (\d+) drafts, (\d+) draft tokens, (\d+) accepted",
+                           out.stderr)
+        assert drafts and int(drafts[1]) > 0, out.stderr  # it did speculate
     assert got["prompt_ids"] == case["prompt_ids"]
     assert got["generated_ids"] == case["generated_ids"]
     # run.c prints the prompt and the generation, then a newline.
