@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <fstream>
+#include <random>
 
 #include "engine/core/bench_latency.h"
+#include "engine/core/bench_speculation.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "engine/model/model.h"
@@ -14,6 +17,76 @@
 namespace minfer::cli {
 
 namespace {
+
+// bench latency with a proposer: the same greedy requests with and without it.
+int bench_speculation_cmd(const cxxopts::ParseResult& args, const Model& model, const LatencyOptions& o,
+                          const SpeculativeConfig& spec, const std::string& path) {
+    if (spec.method != SpeculativeMethod::Ngram)
+        throw UsageError("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
+    if (o.output_len < 2) throw UsageError("--output-len must be at least 2 with speculation");
+    if (args.count("prompt") && args.count("prompt-file")) throw UsageError("give --prompt or --prompt-file, not both");
+    const auto tokenizer = Tokenizer::from_gguf(model.file());
+    std::vector<int32_t> prompt;
+    std::string source;
+    if (args.count("prompt") || args.count("prompt-file")) {
+        std::string text;
+        if (args.count("prompt")) {
+            text = args["prompt"].as<std::string>();
+            source = "--prompt";
+        } else {
+            source = args["prompt-file"].as<std::string>();
+            std::ifstream in(source, std::ios::binary);
+            if (!in) throw UsageError("cannot read --prompt-file " + source);
+            text.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        prompt = tokenizer->encode(text, /*add_special=*/true);
+    } else {
+        std::mt19937_64 rng(o.seed);
+        std::uniform_int_distribution<int32_t> token(0, model.config().vocab_size - 1);
+        for (int32_t i = 0; i < o.input_len; ++i) prompt.push_back(token(rng));
+        source = fmt::format("{} random ids", o.input_len);
+    }
+    if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
+    if (int64_t(prompt.size()) + o.output_len > model.config().context_len)
+        throw UsageError(fmt::format("the prompt ({} tokens) + --output-len {} exceed the model's context of {}",
+                                     prompt.size(), o.output_len, model.config().context_len));
+    const SpeculationBenchResult r = bench_speculation(model, *tokenizer, o, prompt, spec);
+    const SpecDecodeStats& s = r.speculative.spec;
+    if (args.count("json")) {
+        boost::json::object j;
+        j["model"] = path;
+        j["backend"] = model.backend().name();
+        j["method"] = speculative_method_name(spec.method);
+        j["num_speculative_tokens"] = spec.num_speculative_tokens;
+        j["batch"] = o.batch;
+        j["prompt_len"] = prompt.size();
+        j["output_len"] = o.output_len;
+        j["repetitions"] = o.repetitions;
+        j["plain_decode_tok_s"] = r.plain.decode_tok_s;
+        j["spec_decode_tok_s"] = r.speculative.decode_tok_s;
+        j["speedup"] = r.speedup;
+        j["plain_steps"] = r.plain.steps;
+        j["spec_steps"] = r.speculative.steps;
+        j["acceptance_rate"] = s.acceptance_rate();
+        j["mean_acceptance_length"] = s.mean_acceptance_length();
+        j["num_drafts"] = s.num_drafts;
+        j["num_draft_tokens"] = s.num_draft_tokens;
+        j["num_accepted_tokens"] = s.num_accepted_tokens;
+        std::printf("%s\n", boost::json::serialize(j).c_str());
+        return 0;
+    }
+    std::printf("model    %s, %s backend; prompt: %s (%zu tokens); batch %d, %d tokens each, greedy\n", path.c_str(),
+                model.backend().name().c_str(), source.c_str(), prompt.size(), o.batch, o.output_len);
+    std::printf("decode   without speculation: %10.1f tok/s  (%lld steps a run)\n", r.plain.decode_tok_s,
+                (long long)r.plain.steps);
+    std::printf("decode   %s, k=%d:          %10.1f tok/s  (%lld steps a run): %.2fx\n", speculative_method_name(spec.method),
+                spec.num_speculative_tokens, r.speculative.decode_tok_s, (long long)r.speculative.steps, r.speedup);
+    std::printf("         acceptance rate %.1f%% (%lld of %lld draft tokens), mean acceptance length %.2f\n",
+                100 * s.acceptance_rate(), (long long)s.num_accepted_tokens, (long long)s.num_draft_tokens,
+                s.mean_acceptance_length());
+    std::printf("(medians of %d runs after %d warm-up; the same tokens both ways)\n", o.repetitions, o.warmup);
+    return 0;
+}
 
 int bench_latency_cmd(int argc, char** argv) {
     cxxopts::Options opts = command_options(
@@ -31,10 +104,13 @@ int bench_latency_cmd(int argc, char** argv) {
         ("profile-steps", "the device profiler collects only the first N decode steps of the last run "
                           "(for ncu --profile-from-start off)", cxxopts::value<int32_t>()->default_value("0"))
         ("profile-prefill", "the device profiler collects the prefill of the last run (for ncu --profile-from-start off)")
+        ("prompt", "with speculation: the prompt text (default: --input-len random ids)", cxxopts::value<std::string>())
+        ("prompt-file", "with speculation: the prompt, read from a file", cxxopts::value<std::string>())
         ("json", "print one JSON object");
     // clang-format on
     add_device_options(opts, true);
     add_model_run_options(opts);
+    add_speculative_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     LatencyOptions o;
     o.batch = int_option(args, "batch", 1, 4096);
@@ -54,6 +130,10 @@ int bench_latency_cmd(int argc, char** argv) {
     if (o.input_len + o.output_len > c.context_len)
         throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",
                                      o.input_len + o.output_len, c.context_len));
+    const SpeculativeConfig spec = speculative_config_from(args);
+    if (spec.enabled()) return bench_speculation_cmd(args, *model, o, spec, path);
+    if (args.count("prompt") || args.count("prompt-file"))
+        throw UsageError("--prompt and --prompt-file are for speculative decoding (--num-speculative-tokens K)");
     const LatencyResult r = bench_latency(*model, o);
     // Rooflines: decode reads its bytes at the copy bandwidth at best; prefill does its FLOPs at the GEMM rate.
     const bool fp8 = args.count("quantization") && args["quantization"].as<std::string>() == "fp8";

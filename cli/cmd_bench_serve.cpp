@@ -21,6 +21,7 @@
 #include "server/bench/http_stream_client.h"
 #include "server/bench/metrics.h"
 #include "server/bench/runner.h"
+#include "server/bench/spec_metrics.h"
 #include "server/bench/svg_plot.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -66,7 +67,14 @@ ListedModel first_model(const Url& url, const std::string& api_key) {
     throw std::runtime_error("GET " + where + " listed no model (pass --model)");
 }
 
-void print_table(const Summary& m, const RunOptions& o, bool goodput) {
+// The server's speculative-decoding counters now, if its /metrics has them.
+std::optional<SpecCounters> read_spec_counters(const Url& url, const std::string& api_key) {
+    const HttpResult r = http_get(url, api_key, "/metrics", std::chrono::seconds(10));
+    if (r.status != 200) return std::nullopt;
+    return parse_spec_counters(r.body);
+}
+
+void print_table(const Summary& m, const RunOptions& o, bool goodput, const std::optional<SpecCounters>& spec) {
     auto row = [](const std::string& label, const std::string& value) {
         std::printf("%s\n", fmt::format("{:<40} {:<10}", label, value).c_str());
     };
@@ -100,15 +108,37 @@ void print_table(const Summary& m, const RunOptions& o, bool goodput) {
     section("Time per Output Token (excl. 1st token)", "TPOT", m.tpot);
     section("Inter-token Latency", "ITL", m.itl);
     section("End-to-end Latency", "E2EL", m.e2el);
+    if (spec) {
+        header("Speculative Decoding", '-');
+        row("Acceptance rate (%):", f2(100 * spec->acceptance_rate()));
+        row("Acceptance length:", f2(spec->acceptance_length()));
+        row("Drafts:", fmt::format("{:.0f}", spec->drafts));
+        row("Draft tokens:", fmt::format("{:.0f}", spec->draft_tokens));
+        row("Accepted tokens:", fmt::format("{:.0f}", spec->accepted));
+        std::string per_pos;
+        for (double a : spec->accepted_per_pos)
+            per_pos += fmt::format("{}{:.2f}", per_pos.empty() ? "" : " ", spec->drafts > 0 ? a / spec->drafts : 0.0);
+        row("Per-position acceptance rate:", per_pos.empty() ? "-" : per_pos);
+    }
     header("", '=');
     std::fflush(stdout);
 }
 
 // vLLM's result file: its key names, its per-request arrays, the run's settings.
 boost::json::object result_json(const Summary& m, const RunResult& run, const RunOptions& o, const std::string& dataset,
-                                size_t num_prompts, bool goodput) {
+                                size_t num_prompts, bool goodput, const std::optional<SpecCounters>& spec) {
     namespace json = boost::json;
     json::object j;
+    if (spec) {
+        j["spec_decode_acceptance_rate"] = 100 * spec->acceptance_rate();
+        j["spec_decode_acceptance_length"] = spec->acceptance_length();
+        j["spec_decode_num_drafts"] = spec->drafts;
+        j["spec_decode_draft_tokens"] = spec->draft_tokens;
+        j["spec_decode_accepted_tokens"] = spec->accepted;
+        j["spec_decode_per_position_acceptance_rate"] = json::value_from(spec->accepted_per_pos);
+        for (auto& a : j["spec_decode_per_position_acceptance_rate"].as_array())
+            a = spec->drafts > 0 ? a.to_number<double>() / spec->drafts : 0.0;
+    }
     char date[32];
     const std::time_t now = std::time(nullptr);
     std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -315,8 +345,11 @@ int cmd_bench_serve(int argc, char** argv) {
                  o.max_concurrency > 0 ? std::to_string(o.max_concurrency).c_str() : "none");
 
     raise_open_file_limit();
+    const std::optional<SpecCounters> spec_before = read_spec_counters(o.url, o.api_key);
     const RunResult run = run_benchmark(o, prompts, *tok);
     const Summary m = summarize(run.records, run.duration, slo);
+    std::optional<SpecCounters> spec = read_spec_counters(o.url, o.api_key);
+    if (spec && spec_before) spec = spec_difference(*spec, *spec_before);
 
     // The first few distinct errors, with how often each came.
     std::vector<std::pair<std::string, int>> errors;
@@ -332,11 +365,11 @@ int cmd_bench_serve(int argc, char** argv) {
             std::fprintf(stderr, "  %d x %s\n", errors[i].second, errors[i].first.c_str());
         if (errors.size() > 5) std::fprintf(stderr, "  ... and %zu other messages\n", errors.size() - 5);
     }
-    print_table(m, o, !slo.empty());
+    print_table(m, o, !slo.empty(), spec);
 
     if (args.count("result-json"))
         write_file(args["result-json"].as<std::string>(),
-                   boost::json::serialize(result_json(m, run, o, dataset, prompts.size(), !slo.empty())) + "\n");
+                   boost::json::serialize(result_json(m, run, o, dataset, prompts.size(), !slo.empty(), spec)) + "\n");
     if (args.count("plot")) {
         const std::string title = fmt::format("{} — {}{}", o.model, base, o.endpoint);
         const std::string subtitle = fmt::format(

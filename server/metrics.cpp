@@ -72,6 +72,17 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
     metric("device_idle_seconds_total", "counter",
            "Time the GPU sat idle between consecutive engine steps while requests were waiting (host work not hidden behind it; 0 on the CPU).",
            st.device_idle_seconds);
+    // vLLM's speculative-decoding counters (prometheus_client adds _total to a counter's name).
+    const SpecDecodeStats& sd = st.spec_decode;
+    metric("spec_decode_num_drafts_total", "counter", "Verifications of drafts: one per speculating sequence and step.",
+           double(sd.num_drafts));
+    metric("spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", double(sd.num_draft_tokens));
+    metric("spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", double(sd.num_accepted_tokens));
+    out += "# HELP minfer:spec_decode_num_accepted_tokens_per_pos_total Draft tokens accepted, by position in the draft.\n"
+           "# TYPE minfer:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    for (size_t i = 0; i < sd.accepted_per_pos.size(); ++i)
+        out += fmt::format("minfer:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", label, i,
+                           sd.accepted_per_pos[i]);
 
     std::lock_guard lock(mutex_);
     out += "# HELP minfer:request_success_total Finished requests by finish reason.\n"

@@ -113,7 +113,17 @@ struct SampleRowParams {
     int32_t entry_begin = 0, entry_end = 0;  // this row's SampleTokenEntry range
     int32_t mask_begin = 0;                  // first word of its allowed mask in `masks`
     int32_t mask_words = -1;                 // -1: no mask; else words present (tokens past them are disallowed)
+    // Speculative verification (SamplingRow::draft_token): >= 0, the drafted
+    // token, verified by sample_sorted_kernel instead of the plain draw (greedy
+    // rows ignore it: the argmax is the verification).
+    int32_t draft_token = -1;
+    // The draft's q: row draft_q_row of `draft_probs` (vocab floats each), or -1
+    // for one-hot q at the draft (n-gram lookup).
+    int32_t draft_q_row = -1;
 };
+// What a Philox draw is for: the purpose goes into the top byte of the stream,
+// as kernels/sampling.h's draw_stream does (the values are its Draw's).
+enum class SampleDraw : uint32_t { Sample = 0, Accept = 1, Recover = 2 };
 // One distinct token id of a row whose logit is edited, with its edits in
 // sample_row's order: biases (added one by one), suppression, repetition
 // penalty, presence/frequency penalty.
@@ -133,6 +143,7 @@ struct DeviceSampling {
     const uint32_t* masks = nullptr;
     const int32_t* sampled_rows = nullptr;  // the non-greedy rows, ascending
     const int32_t* seg_offsets = nullptr;   // i * vocab for i in 0..max rows per sort chunk
+    const float* draft_probs = nullptr;     // the drafts' q rows (SampleRowParams::draft_q_row), vocab floats each
     int32_t num_rows = 0;
     int32_t num_sampled = 0;
 };
@@ -151,7 +162,8 @@ struct SampleScratch {
 size_t sample_sort_temp_bytes(int32_t chunk, int32_t vocab);
 // Samples rows sampled_rows[first .. first + count) (count <= the scratch's chunk):
 // sort by (logit desc, id asc), top-k, temperature, top-p, min-p, inverse CDF
-// with philox_uniform(seed, stream, position); writes out_ids[row].
+// with philox_uniform(seed, stream, position), or for a row with a draft the
+// reference's verify_draft (Accept and Recover draws); writes out_ids[row].
 void launch_sample_sorted(const DeviceSampling& s, const float* logits, int32_t vocab, int32_t first,
                           int32_t count, const SampleScratch& scratch, int32_t* out_ids, cudaStream_t stream);
 

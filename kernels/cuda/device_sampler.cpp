@@ -9,6 +9,9 @@
 //   uint32_t         x mask words    allowed masks of the rows that have one
 //   int32_t          x sampled rows  the non-greedy rows
 //   int32_t          x (chunk + 1)   sort segment offsets i * vocab
+//   float            x vocab each    the q of each sampled row whose draft has one (draft_q_row's
+//                                    order): copied from the row's span straight into the pinned
+//                                    buffer, since at vocab * 4 bytes a row they outweigh the rest
 #include "kernels/cuda/device_sampler.h"
 
 #include <algorithm>
@@ -26,6 +29,9 @@ namespace {
 
 static_assert(std::is_trivially_copyable_v<SampleRowParams> && sizeof(SampleRowParams) % 4 == 0);
 static_assert(std::is_trivially_copyable_v<SampleTokenEntry> && sizeof(SampleTokenEntry) % 4 == 0);
+static_assert(uint32_t(SampleDraw::Sample) == uint32_t(Draw::Sample) &&
+              uint32_t(SampleDraw::Accept) == uint32_t(Draw::Accept) &&
+              uint32_t(SampleDraw::Recover) == uint32_t(Draw::Recover));
 
 constexpr int64_t kSortElems = int64_t(1) << 22;  // elements sorted at once (4 arrays: 64 MiB)
 constexpr int32_t kMaxChunk = 1024;                // rows sorted at once
@@ -50,6 +56,7 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
     masks_.clear();
     sampled_.clear();
     offsets_.clear();
+    draft_q_.clear();
     if (slot_.size() < size_t(vocab)) slot_.assign(size_t(vocab), -1);
     std::vector<int32_t>& counts = counts_;
 
@@ -129,6 +136,15 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
             q.mask_words = int32_t(words);
             masks_.insert(masks_.end(), row.allowed_mask.begin(), row.allowed_mask.begin() + words);
         }
+        // A greedy row returns the argmax, draft or not, so only sampled rows verify
+        // and only their q is sent.
+        q.draft_token = row.draft_token >= 0 ? row.draft_token : -1;
+        if (q.draft_token >= 0 && !p.greedy() && !row.draft_probs.empty()) {
+            if (row.draft_probs.size() < size_t(vocab))
+                throw std::invalid_argument("cuda: a draft's probabilities must cover the vocabulary");
+            q.draft_q_row = int32_t(draft_q_.size());
+            draft_q_.push_back(row.draft_probs.data());
+        }
         if (!p.greedy()) sampled_.push_back(int32_t(r));
         params_.push_back(q);
     }
@@ -138,8 +154,11 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
                             bytes_of(masks_),  bytes_of(sampled_), bytes_of(offsets_)};
     const void* srcs[] = {params_.data(), entries_.data(), biases_.data(),
                           masks_.data(),  sampled_.data(), offsets_.data()};
+    const size_t q_bytes = size_t(vocab) * sizeof(float);
     size_t total = 0;
     for (size_t s : sizes) total += s;
+    const size_t q_offset = total;
+    total += draft_q_.size() * q_bytes;
     grow_staging(dev_, host_, capacity_, total, stream_);
     size_t offset[std::size(sizes)];
     size_t at = 0;
@@ -147,6 +166,10 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
         offset[i] = at;
         if (sizes[i]) std::memcpy(host_ + at, srcs[i], sizes[i]);
         at += sizes[i];
+    }
+    for (const float* q : draft_q_) {
+        std::memcpy(host_ + at, q, q_bytes);
+        at += q_bytes;
     }
     CUDA_CHECK(cudaMemcpyAsync(dev_, host_, total, cudaMemcpyHostToDevice, stream_));
 
@@ -156,6 +179,7 @@ size_t DeviceSampler::pack(int32_t vocab, std::span<const SamplingRow> rows, int
     dev_sampling_.masks = reinterpret_cast<const uint32_t*>(dev_ + offset[3]);
     dev_sampling_.sampled_rows = reinterpret_cast<const int32_t*>(dev_ + offset[4]);
     dev_sampling_.seg_offsets = reinterpret_cast<const int32_t*>(dev_ + offset[5]);
+    dev_sampling_.draft_probs = reinterpret_cast<const float*>(dev_ + q_offset);
     dev_sampling_.num_rows = int32_t(rows.size());
     dev_sampling_.num_sampled = int32_t(sampled_.size());
     return total;

@@ -39,6 +39,7 @@ private:
     std::vector<uint32_t> masks_;
     std::vector<int32_t> sampled_;
     std::vector<int32_t> offsets_;
+    std::vector<const float*> draft_q_;  // the drafts' q rows to send (vocab floats each), in draft_q_row order
     std::vector<int32_t> slot_;  // per token id: its entry in the current row, or -1
     std::vector<std::pair<int32_t, float>> row_biases_;
     std::vector<int32_t> touched_;

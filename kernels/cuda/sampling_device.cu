@@ -11,7 +11,9 @@
 //      orders -0.0 and +0.0 as equal, like the reference's comparison), then
 //      sample_sorted_kernel (one block per row): top-k, probabilities
 //      exp((l - max) / T) in float, top-p, min-p and the inverse CDF on
-//      philox_uniform(seed, stream, position), the same Philox4x32-10.
+//      philox_uniform(seed, stream, position), the same Philox4x32-10; or,
+//      for a row with a draft, the reference's verify_draft (the end of
+//      sample_sorted_kernel): accept the draft, or draw its replacement.
 //
 // Every float operation that the reference does in float is written with an
 // explicit rounding intrinsic, so that nvcc cannot contract it into an FMA.
@@ -32,9 +34,11 @@ constexpr int kProcThreads = 256;
 constexpr int kGatherThreads = 256;
 constexpr int kSampleThreads = 1024;
 
-// philox4x32 and philox_uniform of kernels/sampling.cpp.
-__device__ __forceinline__ float philox_uniform(const SampleRowParams& p) {
-    uint32_t c0 = p.pos_lo, c1 = p.pos_hi, c2 = p.stream_lo, c3 = p.stream_hi;
+// philox4x32 and philox_uniform of kernels/sampling.cpp, on the stream
+// draw_stream(stream, purpose): the purpose in the top byte of the stream's
+// high half (Sample, 0, leaves the stream as it is).
+__device__ __forceinline__ float philox_uniform(const SampleRowParams& p, SampleDraw purpose) {
+    uint32_t c0 = p.pos_lo, c1 = p.pos_hi, c2 = p.stream_lo, c3 = p.stream_hi ^ (uint32_t(purpose) << 24);
     uint32_t k0 = p.seed_lo, k1 = p.seed_hi;
 #pragma unroll
     for (int round = 0; round < 10; ++round) {
@@ -113,10 +117,10 @@ __global__ void __launch_bounds__(kThreads) sample_sorted_kernel(DeviceSampling 
     const int32_t* ids = ids_sorted + base;
     float* probs = probs_buf + base;
 
-    // sum of probs[0, n) in double (all threads get it).
-    auto block_sum = [&](int32_t n) {
+    // sum of value(i) for i in [0, n) in double (all threads get it).
+    auto block_sum = [&](int32_t n, auto value) {
         double part = 0;
-        for (int32_t i = tid; i < n; i += kThreads) part += double(probs[i]);
+        for (int32_t i = tid; i < n; i += kThreads) part += value(i);
         const double sum = Reduce(tmp.reduce).Sum(part);
         if (tid == 0) sh_sum = sum;
         __syncthreads();
@@ -125,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) sample_sorted_kernel(DeviceSampling 
         return r;
     };
     // The first i in [0, n) whose running sum of value(i) (inclusive) satisfies
-    // hit(cum), or -1.
+    // hit(value(i), cum), or -1.
     auto first_cum = [&](int32_t n, auto value, auto hit) {
         if (tid == 0) sh_first = INT_MAX;
         __syncthreads();
@@ -135,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) sample_sorted_kernel(DeviceSampling 
             const double v = i < n ? value(i) : 0.0;
             double inclusive, aggregate;
             Scan(tmp.scan).InclusiveSum(v, inclusive, aggregate);
-            if (i < n && hit(carry + inclusive)) atomicMin(&sh_first, i);
+            if (i < n && hit(v, carry + inclusive)) atomicMin(&sh_first, i);
             __syncthreads();  // also separates the uses of tmp.scan
             if (sh_first != INT_MAX) break;
             carry += aggregate;
@@ -150,12 +154,13 @@ __global__ void __launch_bounds__(kThreads) sample_sorted_kernel(DeviceSampling 
     for (int32_t i = tid; i < keep; i += kThreads)
         probs[i] = expf(__fdiv_rn(__fsub_rn(k[i], max_logit), p.temperature));
     __syncthreads();
-    const double total = block_sum(keep);
+    auto prob = [&](int32_t j) { return double(probs[j]); };
+    const double total = block_sum(keep, prob);
 
     if (p.top_p < 1.0f) {
         const double top_p = p.top_p;
         const int32_t i = first_cum(
-            keep, [&](int32_t j) { return double(probs[j]) / total; }, [&](double cum) { return cum >= top_p; });
+            keep, [&](int32_t j) { return double(probs[j]) / total; }, [&](double, double cum) { return cum >= top_p; });
         if (i >= 0) keep = i + 1;
     }
     if (p.min_p > 0.0f) {
@@ -169,12 +174,72 @@ __global__ void __launch_bounds__(kThreads) sample_sorted_kernel(DeviceSampling 
         __syncthreads();
     }
     const int32_t full = p.top_k > 0 && p.top_k < vocab ? p.top_k : vocab;
-    const double kept_total = keep == full ? total : block_sum(keep);
+    const double kept_total = keep == full ? total : block_sum(keep, prob);
 
-    const double target = double(philox_uniform(p)) * kept_total;
-    const int32_t i = first_cum(
-        keep, [&](int32_t j) { return double(probs[j]); }, [&](double cum) { return target < cum; });
-    if (tid == 0) out_ids[row] = ids[i >= 0 ? i : keep - 1];
+    if (p.draft_token < 0) {
+        const double target = double(philox_uniform(p, SampleDraw::Sample)) * kept_total;
+        const int32_t i = first_cum(keep, prob, [&](double, double cum) { return target < cum; });
+        if (tid == 0) out_ids[row] = ids[i >= 0 ? i : keep - 1];
+        return;
+    }
+
+    // verify_draft of kernels/sampling.cpp (Leviathan et al.): with p(x) =
+    // probs[i] / kept_total for x = ids[i], i < keep (0 for the tokens cut),
+    // accept the draft d with probability min(1, p(d) / q(d)), else draw from
+    // norm(max(0, p - q)); the token is then distributed exactly as p. Each
+    // double below is the reference's expression, rounded the same way.
+    const int32_t d = p.draft_token;
+    const float* q_row = p.draft_q_row >= 0 ? s.draft_probs + int64_t(p.draft_q_row) * vocab : nullptr;
+    // q(token): the draft's distribution, or one-hot at d (n-gram lookup).
+    auto q = [&](int32_t token) {
+        if (!q_row) return token == d ? 1.0 : 0.0;
+        return token < vocab ? double(q_row[token]) : 0.0;  // a draft outside the vocabulary has no q
+    };
+    // Where d is among the kept candidates (ids are distinct: at most one thread writes).
+    if (tid == 0) sh_first = -1;
+    __syncthreads();
+    for (int32_t i = tid; i < keep; i += kThreads)
+        if (ids[i] == d) sh_first = i;
+    __syncthreads();
+    const int32_t at = sh_first;
+    __syncthreads();  // sh_first is reused by first_cum
+    const double p_d = at >= 0 ? __ddiv_rn(double(probs[at]), kept_total) : 0.0;
+    const double u = philox_uniform(p, SampleDraw::Accept);
+    if (__dmul_rn(u, q(d)) < p_d) {  // u < p(d) / q(d), without dividing by a q(d) of 0
+        if (tid == 0) out_ids[row] = d;
+        return;
+    }
+
+    // Rejected: residual(i) = max(0, p(x_i) - q(x_i)), as std::max(0.0, r)
+    // computes it: (0 < r ? r : 0), so that a NaN counts as 0 here too.
+    auto residual = [&](int32_t i) {
+        const double r = __dsub_rn(__ddiv_rn(double(probs[i]), kept_total), q(ids[i]));
+        return 0.0 < r ? r : 0.0;
+    };
+    const double residual_total = block_sum(keep, residual);
+    const double v = philox_uniform(p, SampleDraw::Recover);
+    // The reference's draw_weighted: the first index with a weight > 0 whose
+    // running sum passes the target (zero weights are skipped, so the hit also
+    // asks for a weight > 0: a block scan's running sums, summed in another
+    // order, could otherwise pass the target at a zero weight); if rounding
+    // leaves the target past the end, the last index with a weight > 0 (0 when
+    // none has one). p <= q on every kept token (total not > 0) happens only
+    // through rounding; the reference then draws from p itself.
+    auto draw_weighted = [&](double target, auto weight) {
+        int32_t i = first_cum(keep, weight, [&](double w, double cum) { return w > 0 && target < cum; });
+        if (i < 0) {
+            if (tid == 0) sh_first = 0;
+            __syncthreads();
+            for (int32_t j = tid; j < keep; j += kThreads)
+                if (weight(j) > 0) atomicMax(&sh_first, j);
+            __syncthreads();
+            i = sh_first;
+        }
+        return i;
+    };
+    const int32_t i = residual_total > 0 ? draw_weighted(__dmul_rn(v, residual_total), residual)
+                                         : draw_weighted(__dmul_rn(v, kept_total), prob);
+    if (tid == 0) out_ids[row] = ids[i];
 }
 
 }  // namespace

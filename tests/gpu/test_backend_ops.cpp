@@ -40,6 +40,7 @@
 #include "gpu_skip.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "fp8_host.h"
+#include "sample_drafts.h"
 #include "../rel_error.h"
 
 using namespace minfer;
@@ -766,6 +767,49 @@ public:
             });
     }
 
+    // 64 rows carrying speculative drafts (sample_drafts.h): the device must
+    // verify each as the reference does (accept, or draw the replacement from
+    // the residual). The reference must also differ from plain sampling of the
+    // same rows in at least 8 rows, so that a device ignoring drafts fails.
+    void sample_drafts() {
+        for (int32_t vocab : {512, 32000, 151936})
+            run("sample", fmt("vocab=%d rows=64 (speculative drafts: one-hot, q, greedy, masked)", vocab), 0.0, [&] {
+                constexpr int32_t rows = 64;
+                const std::vector<float> logits = randn(size_t(rows) * vocab, 2.0f);
+                std::vector<gpu_test::DraftRowData> data(rows);
+                std::vector<SamplingRow> srows, plain;
+                for (int32_t r = 0; r < rows; ++r)
+                    gpu_test::make_draft_row(rng_, r, vocab, logits.data() + size_t(r) * vocab, data[r]);
+                for (int32_t r = 0; r < rows; ++r) {
+                    srows.push_back(gpu_test::draft_sampling_row(r, data[r]));
+                    plain.push_back(srows.back());
+                    plain.back().draft_token = -1;
+                    plain.back().draft_probs = {};
+                }
+                DeviceArena g(gpu_);
+                float* logits_g = g.copy(logits);
+                std::vector<float> logits_c = logits, logits_plain = logits;
+                std::vector<int32_t> ids_c(rows, -1), ids_g(rows, -1), ids_plain(rows, -1);
+                cpu_.sample(logits_c.data(), vocab, srows, ids_c.data());
+                cpu_.sample(logits_plain.data(), vocab, plain, ids_plain.data());
+                gpu_.sample(logits_g, vocab, srows, ids_g.data());
+                double mismatches = 0;
+                int32_t changed = 0;
+                for (int32_t r = 0; r < rows; ++r) {
+                    changed += ids_c[r] != ids_plain[r];
+                    if (ids_c[r] == ids_g[r]) continue;
+                    ++mismatches;
+                    std::printf("  sample drafts vocab=%d row %d (kind %d, draft %d): cpu %d, gpu %d, plain %d\n", vocab,
+                                r, r % 16, data[r].draft, ids_c[r], ids_g[r], ids_plain[r]);
+                }
+                if (changed < 8) {
+                    std::printf("  sample drafts vocab=%d: only %d rows differ from plain sampling\n", vocab, changed);
+                    ++mismatches;
+                }
+                return mismatches;
+            });
+    }
+
     // Grammar masks as the engine sends them (PlanBuilder::fill_masks): every
     // row masked, dense masks (a random half of the vocabulary) and sparse ones
     // (a JSON string's few tokens), greedy and sampled rows, at batch 1 to 256 on
@@ -1254,6 +1298,7 @@ int main(int argc, char** argv) {
         t.gather_logit_rows();
         t.sample();
         t.sample_mixed();
+        t.sample_drafts();
         t.sample_masked();
         t.fp8(*gpu8);
         std::printf("%d passed, %d failed\n", t.passed, t.failed);
