@@ -272,9 +272,22 @@ const char* default_model_path() {
     return path.c_str();
 }
 
-std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config) {
+std::unique_ptr<Model> load_draft_model(const SpeculativeConfig& spec, Backend& backend, const Tokenizer& tokenizer) {
+    if (!spec.enabled() || spec.method != SpeculativeMethod::Draft) return nullptr;
+    std::unique_ptr<Model> draft;
     try {
-        return std::make_unique<LLMEngine>(model, tokenizer, config);
+        draft = Model::load(spec.model, backend);
+        check_draft_vocabulary(tokenizer, *Tokenizer::from_gguf(draft->file()));
+    } catch (const std::exception& e) {
+        throw UsageError("--speculative-model " + spec.model + ": " + e.what());
+    }
+    return draft;
+}
+
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                                       const Model* draft_model) {
+    try {
+        return std::make_unique<LLMEngine>(model, tokenizer, config, draft_model);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }

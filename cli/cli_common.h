@@ -72,7 +72,12 @@ SpeculativeConfig speculative_config_from(const cxxopts::ParseResult& args);
 void print_spec_summary(const SpecDecodeStats& stats, const SpeculativeConfig& config);
 EngineConfig engine_config_from(const cxxopts::ParseResult& args);
 // The engine over a model; a configuration it refuses (too small a pool, ...) is a UsageError.
-std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+std::unique_ptr<LLMEngine> make_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                                       const Model* draft_model = nullptr);
+// With --speculative-method draft: the draft model on `backend`, its
+// vocabulary checked against the model's (a UsageError that names the first
+// token that differs); otherwise null.
+std::unique_ptr<Model> load_draft_model(const SpeculativeConfig& spec, Backend& backend, const Tokenizer& tokenizer);
 
 // The backend --device names (and --threads and --quantization, for commands
 // that have them); a bad value, or fp8 without a GPU, is a UsageError.

@@ -123,9 +123,10 @@ int cmd_generate(int argc, char** argv) {
     auto backend = backend_from(args);
     auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
+    const auto draft_model = load_draft_model(config.speculative, *backend, *tokenizer);
     std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer, json_schema_options(args).compact);
 
-    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
+    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config, draft_model.get());
     std::ofstream trace;
     if (args.count("trace")) {
         trace.open(args["trace"].as<std::string>());

@@ -83,8 +83,6 @@ int cmd_run(int argc, char** argv) {
     const int32_t batch_tokens = int_option(args, "batch-tokens", 1);
     const int32_t block_size = int_option(args, "block-size", 1, 1024);
     gen.speculative = speculative_config_from(args);
-    if (gen.speculative.method == SpeculativeMethod::Draft)
-        throw UsageError("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
 
     const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
     auto backend = backend_from(args);
@@ -120,7 +118,12 @@ int cmd_run(int argc, char** argv) {
     BlockManager block_manager(blocks, block_size, /*enable_prefix_caching=*/false);
     // A row of logits, and one per draft a step verifies.
     const int32_t logits_rows = 1 + (gen.speculative.enabled() ? gen.speculative.num_speculative_tokens : 0);
-    ModelRunner runner(*model, {std::max(batch_tokens, logits_rows), 1, blocks, block_size, logits_rows, false, kv_dtype});
+    const RunnerLimits limits{std::max(batch_tokens, logits_rows), 1, blocks, block_size, logits_rows, false, kv_dtype};
+    ModelRunner runner(*model, limits);
+    const auto draft_model = load_draft_model(gen.speculative, *backend, *tokenizer);
+    std::optional<DraftProposer> drafter;
+    if (draft_model) gen.drafter = &drafter.emplace(*draft_model, RunnerLimits{limits.max_num_batched_tokens, 1, blocks,
+                                                                              block_size, 1, false, kv_dtype});
     const bool json = args.count("json") > 0;
 
     // Generates from prompt_ids, streaming the text (or printing one JSON line); returns the new text.

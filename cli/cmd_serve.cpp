@@ -80,11 +80,12 @@ int cmd_serve(int argc, char** argv) {
                         : std::filesystem::absolute(args["model"].as<std::string>()).string();
     auto model = Model::load(std::move(file), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
+    const auto draft_model = load_draft_model(config.speculative, *backend, *tokenizer);
     const ChatTemplate chat = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());
     if (args["chat-template"].as<std::string>().empty() && model->file().has("tokenizer.chat_template.tool_use"))
         sc.tool_use_template = ChatTemplate::from_source(model->file().get_string("tokenizer.chat_template.tool_use"),
                                                          chat.bos_token(), chat.eos_token());
-    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config);
+    std::unique_ptr<LLMEngine> engine = make_engine(*model, *tokenizer, config, draft_model.get());
     std::unique_ptr<OpenAIServer> server;
     try {
         server = std::make_unique<OpenAIServer>(*engine, chat, sc);

@@ -125,13 +125,16 @@ int32_t argmax(std::span<const float> x) {
     return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
 }
 
-}  // namespace
+// The candidates a non-greedy row draws from, after its processors: ids in a
+// fixed order, their weights probs[i] (unnormalised), the first `keep` kept.
+struct Candidates {
+    std::vector<int32_t> ids;
+    std::vector<float> probs;
+    int32_t keep = 0;
+    double kept_total = 0;
+};
 
-int32_t sample_row(std::span<float> logits, const SamplingRow& row) {
-    const SamplingParams& p = *row.params;
-    apply_penalties(logits, row);
-    if (p.greedy()) return argmax(logits);
-
+Candidates candidates(std::span<const float> logits, const SamplingParams& p) {
     // Candidates in a fixed order (probability descending, then id), so the
     // outcome depends only on the logits and the random number.
     const int32_t vocab = static_cast<int32_t>(logits.size());
@@ -170,15 +173,53 @@ int32_t sample_row(std::span<float> logits, const SamplingRow& row) {
     }
     double kept_total = 0;
     for (int32_t i = 0; i < keep; ++i) kept_total += probs[i];
-    if (row.draft_token >= 0) return verify_draft({ids.data(), size_t(keep)}, probs, kept_total, row);
+    return {std::move(ids), std::move(probs), keep, kept_total};
+}
 
-    const double target = philox_uniform(p.seed, row.stream, row.position) * kept_total;
+}  // namespace
+
+int32_t sample_row(std::span<float> logits, const SamplingRow& row) {
+    const SamplingParams& p = *row.params;
+    apply_penalties(logits, row);
+    if (p.greedy()) return argmax(logits);
+    const Candidates c = candidates(logits, p);
+    if (row.draft_token >= 0) return verify_draft({c.ids.data(), size_t(c.keep)}, c.probs, c.kept_total, row);
+
+    const double target = philox_uniform(p.seed, row.stream, row.position) * c.kept_total;
     double cum = 0;
-    for (int32_t i = 0; i < keep; ++i) {
-        cum += probs[i];
-        if (target < cum) return ids[i];
+    for (int32_t i = 0; i < c.keep; ++i) {
+        cum += c.probs[i];
+        if (target < cum) return c.ids[i];
     }
-    return ids[keep - 1];
+    return c.ids[c.keep - 1];
+}
+
+void sampling_distribution(std::span<float> logits, const SamplingRow& row, std::span<float> probs) {
+    const SamplingParams& p = *row.params;
+    apply_penalties(logits, row);
+    std::fill(probs.begin(), probs.end(), 0.0f);
+    if (p.greedy()) {
+        probs[size_t(argmax(logits))] = 1.0f;
+        return;
+    }
+    const Candidates c = candidates(logits, p);
+    for (int32_t i = 0; i < c.keep; ++i) probs[size_t(c.ids[i])] = float(c.probs[i] / c.kept_total);
+}
+
+int32_t draw_from(std::span<const float> probs, const SamplingRow& row, Draw purpose) {
+    const double u = philox_uniform(row.params->seed, draw_stream(row.stream, purpose), row.position);
+    double total = 0;
+    for (float x : probs) total += x;
+    const double target = u * total;
+    double cum = 0;
+    int32_t last = 0;
+    for (size_t t = 0; t < probs.size(); ++t) {
+        if (!(probs[t] > 0)) continue;
+        cum += probs[t];
+        last = int32_t(t);
+        if (target < cum) return last;
+    }
+    return last;
 }
 
 }  // namespace minfer

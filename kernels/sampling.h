@@ -57,6 +57,7 @@ enum class Draw : uint32_t {
     Sample = 0,   // the token of a row
     Accept = 1,   // whether a draft is accepted
     Recover = 2,  // the token that replaces a rejected draft
+    Draft = 3,    // a draft model's own token
 };
 // The Philox stream of `purpose` for sample `stream` (the purpose in the top byte).
 inline uint64_t draw_stream(uint64_t stream, Draw purpose) { return stream ^ (uint64_t(purpose) << 56); }
@@ -73,5 +74,14 @@ float philox_uniform(uint64_t seed, uint64_t stream, int64_t position);
 // probability min(1, p(d) / q(d)), else the token is drawn from
 // norm(max(0, p - q)). Either way the token is distributed exactly as p.
 int32_t sample_row(std::span<float> logits, const SamplingRow& row);
+
+// The distribution sample_row draws from for this row, over the vocabulary:
+// probs[t], 0 outside the candidates top-k, top-p and min-p keep (one-hot at
+// the argmax for a greedy row). Applies the processors to `logits` in place.
+// A draft model's q: what it proposes from, and what verification divides by.
+void sampling_distribution(std::span<float> logits, const SamplingRow& row, std::span<float> probs);
+// A token drawn from `probs` (inverse CDF in id order) with the row's random
+// stream for `purpose`.
+int32_t draw_from(std::span<const float> probs, const SamplingRow& row, Draw purpose);
 
 }  // namespace minfer

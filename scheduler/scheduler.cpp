@@ -82,6 +82,7 @@ void Scheduler::preempt(SequenceState* seq, SchedulerOutput& out) {
     blocks_.free(seq->blocks);
     seq->num_computed = 0;
     seq->draft_tokens.clear();
+    seq->draft_computed = 0;
     seq->status = SequenceStatus::Waiting;
     ++seq->num_preemptions;
     ++num_preemptions_;

@@ -31,6 +31,9 @@ struct SequenceState {
     // Only a decode has them; the scheduler trims them to the step's budget,
     // and preemption drops them.
     std::vector<int32_t> draft_tokens;
+    // A draft model's K/V (in its own pool, at the same block slots) covers
+    // tokens [0, draft_computed); the draft proposer catches up from there.
+    int32_t draft_computed = 0;
 
     // Queue order: the policies compare these.
     int64_t arrival = 0;             // the request's arrival order; ties of every policy go to the earlier

@@ -36,8 +36,8 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
         throw std::invalid_argument(
             fmt::format("the prompt is {} tokens, longer than the context of {} tokens", prompt_len, context_len));
     const SpeculativeConfig& spec = options.speculative;
-    if (spec.enabled() && spec.method != SpeculativeMethod::Ngram)
-        throw std::invalid_argument("generate: only n-gram speculation runs on one sequence");
+    if (spec.enabled() && spec.method == SpeculativeMethod::Draft && !options.drafter)
+        throw std::invalid_argument("generate: speculative method draft without a draft proposer");
     const int32_t max_new = std::max(options.max_new_tokens, 0);
 
     GenerateResult result;
@@ -49,6 +49,7 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
 
     auto t0 = clock::now();
     std::vector<BlockCopy> copies;              // none: the sequence shares no block
+    std::vector<std::vector<float>> draft_probs;  // the draft model's q of each draft (sampled)
     std::vector<std::vector<uint32_t>> masks;   // the grammar's allowed tokens, a row each
     std::vector<int32_t> history;               // the tokens and the drafts
     // Appends a sampled token; false when generation ends with it.
@@ -79,11 +80,18 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
         const bool last_chunk = count == seq.num_uncomputed();
         // Drafts for a decode, if every one accepted and the token after them still fit.
         seq.draft_tokens.clear();
+        draft_probs.clear();
         const int32_t room = std::min({spec.num_speculative_tokens, max_new - int32_t(result.generated_ids.size()) - 1,
                                        context_len - seq.num_tokens() - 1, chunk - count,
                                        runner.limits().max_logits_rows - 1});
-        if (spec.enabled() && count == 1 && room > 0)
-            seq.draft_tokens = ngram_propose(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);
+        if (spec.enabled() && count == 1 && room > 0) {
+            if (options.drafter) {
+                DraftRequest r{&seq, &options.sampling, 0, room, &draft_probs};
+                options.drafter->propose({&r, 1}, blocks, copies);
+            } else {
+                seq.draft_tokens = ngram_propose(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);
+            }
+        }
         const int32_t drafts = int32_t(seq.draft_tokens.size());
         if (!blocks.allocate(seq.blocks, seq.num_computed, seq.num_computed + count + drafts, copies))
             throw std::runtime_error("the KV pool has no room for the sequence");
@@ -105,6 +113,7 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
             SamplingRow row{&options.sampling, 0, len, all.first(prompt_len), all.subspan(prompt_len, len - prompt_len),
                             {}, options.constraint ? std::span<const uint32_t>(masks[r]) : std::span<const uint32_t>{}};
             if (r < drafts) row.draft_token = seq.draft_tokens[r];
+            if (r < int32_t(draft_probs.size())) row.draft_probs = draft_probs[r];
             rows.push_back(row);
         }
         const std::vector<int32_t> sampled = runner.sample(rows);
@@ -115,6 +124,7 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
             if (r < accepted) ++seq.num_computed;  // an accepted draft's K/V is computed
         }
         if (drafts > 0) blocks.truncate(seq.blocks, seq.num_computed);  // the rejected drafts' slots
+        seq.draft_computed = std::min(seq.draft_computed, seq.num_computed);
     }
     blocks.free(seq.blocks);
     if (result.finish_reason.empty()) result.finish_reason = "length";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/draft_proposer.h"
 #include "engine/grammar/constraint.h"
 #include "engine/model/model_runner.h"
 #include "engine/spec/spec_config.h"
@@ -26,10 +27,12 @@ struct GenerateOptions {
     // allowed only where the text is a whole sentence, and generation ends
     // when nothing can follow.
     grammar::Constraint* constraint = nullptr;
-    // N-gram speculation: each decode step verifies up to k guessed tokens (the
-    // runner must hold 1 + k rows of logits). Greedy output is the same token
-    // for token; sampled output has the same distribution.
+    // Speculation: each decode step verifies up to k guessed tokens (the
+    // runner must hold 1 + k rows of logits), from n-gram lookup or, with
+    // method Draft, from `drafter` (over the same BlockManager). Greedy output
+    // is the same token for token; sampled output has the same distribution.
     SpeculativeConfig speculative;
+    DraftProposer* drafter = nullptr;
 };
 
 struct GenerateResult {

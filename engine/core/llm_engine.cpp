@@ -38,10 +38,12 @@ constexpr size_t kDeviceReserve = size_t(1) << 30;
 // The KV pool's budget on a GPU, as vLLM sizes it: a fraction of the whole
 // device, less what is in use now (the weights, other processes) and what the
 // runner will allocate.
-size_t device_kv_budget(const ModelConfig& m, const Backend& backend, const EngineConfig& c) {
+size_t device_kv_budget(const ModelConfig& m, const Backend& backend, const EngineConfig& c,
+                        const ModelConfig* draft) {
     const double total = double(backend.total_memory()), in_use = total - double(backend.available_memory());
     const RunnerLimits limits{c.max_num_batched_tokens, c.max_num_seqs, 1, c.block_size, c.max_num_seqs};
-    const double runner = double(runner_workspace_bytes(m, limits) + kDeviceReserve);
+    double runner = double(runner_workspace_bytes(m, limits) + kDeviceReserve);
+    if (draft) runner += double(runner_workspace_bytes(*draft, limits));
     const double budget = c.gpu_memory_utilization * total - in_use - runner;
     if (budget <= 0)
         throw std::invalid_argument(fmt::format(
@@ -53,13 +55,16 @@ size_t device_kv_budget(const ModelConfig& m, const Backend& backend, const Engi
     return size_t(budget);
 }
 
-int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const EngineConfig& c) {
+int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const EngineConfig& c, const ModelConfig* draft) {
     if (c.num_kv_blocks > 0) return c.num_kv_blocks;
-    const size_t per_block = size_t(m.n_layers) * 2 * c.block_size * m.n_kv_heads * m.head_dim *
-                             kv_dtype_bytes(c.kv_cache_dtype.value_or(KVDType::F32));
+    auto block_bytes = [&](const ModelConfig& x) {
+        return size_t(x.n_layers) * 2 * c.block_size * x.n_kv_heads * x.head_dim *
+               kv_dtype_bytes(c.kv_cache_dtype.value_or(KVDType::F32));
+    };
+    const size_t per_block = block_bytes(m) + (draft ? block_bytes(*draft) : 0);
     const size_t budget = c.kv_cache_memory > 0   ? c.kv_cache_memory
                           : backend.name() == "cpu" ? size_t(double(backend.available_memory()) * c.kv_cache_fraction)
-                                                    : device_kv_budget(m, backend, c);
+                                                    : device_kv_budget(m, backend, c, draft);
     // More blocks than every sequence at full length could use only feed the prefix cache; cap there.
     const int64_t useful = int64_t(c.max_num_seqs) * blocks_for_tokens(c.max_model_len, c.block_size) + 1;
     const int64_t blocks = std::min<int64_t>(int64_t(budget / per_block), std::min<int64_t>(useful, 1 << 30));
@@ -71,7 +76,20 @@ int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const Engine
     return static_cast<int32_t>(blocks);
 }
 
-LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config)
+void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
+    if (draft.vocab_size() != target.vocab_size())
+        throw std::invalid_argument(fmt::format("the draft model's vocabulary has {} tokens, the model's {}: speculation "
+                                                "needs the same vocabulary",
+                                                draft.vocab_size(), target.vocab_size()));
+    for (int32_t t = 0; t < target.vocab_size(); ++t)
+        if (draft.token_to_piece(t) != target.token_to_piece(t) || draft.token_type(t) != target.token_type(t))
+            throw std::invalid_argument(fmt::format(
+                "the draft model's token {} is {:?}, the model's {:?}: speculation needs the same vocabulary", t,
+                draft.token_to_piece(t), target.token_to_piece(t)));
+}
+
+LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                     const Model* draft_model)
     : model_(model), tokenizer_(tokenizer), config_(config) {
     const ModelConfig& m = model.config();
     if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0 || config_.block_size <= 0)
@@ -86,9 +104,14 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
     if (!config_.max_step_seconds) config_.max_step_seconds = model.backend().name() == "cpu" ? kCpuStepSeconds : 0.0;
     pacer_ = std::make_unique<StepPacer>(*config_.max_step_seconds, config_.max_num_batched_tokens);
     config_.speculative.validate();
-    if (config_.speculative.method == SpeculativeMethod::Draft)
-        throw std::invalid_argument("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
-    config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_);
+    const bool drafting = config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::Draft;
+    if (drafting && !draft_model) throw std::invalid_argument("speculative method draft: no draft model was loaded");
+    if (drafting && draft_model->config().vocab_size != m.vocab_size)
+        throw std::invalid_argument(fmt::format("the draft model's output has {} logits, the model's {}",
+                                                draft_model->config().vocab_size, m.vocab_size));
+    if (drafting && &draft_model->backend() != &model.backend())
+        throw std::invalid_argument("the draft model must be loaded on the model's backend");
+    config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_, drafting ? &draft_model->config() : nullptr);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
     // A row of logits per sequence, and per draft of the sequences that may speculate.
     int32_t logits_rows = config_.max_num_seqs;
@@ -103,6 +126,11 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
                                                                 config_.num_kv_blocks, config_.block_size,
                                                                 logits_rows, config_.enforce_eager,
                                                                 *config_.kv_cache_dtype});
+    if (drafting)
+        drafter_ = std::make_unique<DraftProposer>(
+            *draft_model, RunnerLimits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.num_kv_blocks,
+                                       config_.block_size, config_.max_num_seqs, config_.enforce_eager,
+                                       *config_.kv_cache_dtype});
     // End-of-generation ids, and BOS, which base models sample to restart.
     const std::vector<int32_t> eos_ids = default_stop_ids(tokenizer);
     planner_ = std::make_unique<PlanBuilder>(config_.block_size, eos_ids);
@@ -196,7 +224,10 @@ void LLMEngine::abort(uint64_t request_id) {
 
 std::vector<RequestOutput> LLMEngine::step() {
     if (config_.speculative.enabled()) propose_drafts();
-    const SchedulerOutput scheduled = scheduler_->schedule(pacer_->next());
+    SchedulerOutput scheduled = scheduler_->schedule(pacer_->next());
+    // The drafter's copy-on-write copies come first: the scheduler's own were decided after them.
+    scheduled.copies.insert(scheduled.copies.begin(), draft_copies_.begin(), draft_copies_.end());
+    draft_copies_.clear();
     if (!scheduled.empty()) {
         const double began = now_seconds();
         start_step(scheduled);
@@ -222,18 +253,24 @@ std::vector<RequestOutput> LLMEngine::step() {
 void LLMEngine::propose_drafts() {
     const SpeculativeConfig& spec = config_.speculative;
     const bool on = spec.disable_by_batch_size == 0 || scheduler_->num_running() <= size_t(spec.disable_by_batch_size);
+    std::vector<DraftRequest> wanted;
     for (auto& [id, r] : requests_)
         for (auto& seq : r->seqs) {
             seq->draft_tokens.clear();
+            seq->draft_probs.clear();
             if (!on || seq->status != SequenceStatus::Running || seq->num_uncomputed() != 1 ||
                 seq->forks_on_first_sample())
                 continue;
             // Every draft accepted, plus the target's own token, must fit max_tokens and the context.
             const int32_t room = std::min({spec.num_speculative_tokens, r->options.max_tokens - seq->num_output() - 1,
                                            config_.max_model_len - seq->num_tokens() - 1});
-            if (room > 0)
+            if (room <= 0) continue;
+            if (drafter_)
+                wanted.push_back({seq.get(), &r->options.sampling, uint64_t(seq->sample_index), room, &seq->draft_probs});
+            else
                 seq->draft_tokens = ngram_propose(seq->tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);
         }
+    if (drafter_ && !wanted.empty()) drafter_->propose(wanted, *blocks_, draft_copies_);
 }
 
 // Every scheduled request will report at the end of the step (its queue time

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/draft_proposer.h"
 #include "engine/core/output_processor.h"
 #include "engine/core/plan_builder.h"
 #include "engine/core/sequence.h"
@@ -82,7 +83,10 @@ struct EngineStats {
 
 class LLMEngine {
 public:
-    LLMEngine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+    // draft_model: the proposer's model for speculative method Draft (the
+    // caller loads it and checks its vocabulary: check_draft_vocabulary).
+    LLMEngine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+              const Model* draft_model = nullptr);
     ~LLMEngine();
 
     const EngineConfig& config() const { return config_; }  // with the sizes actually chosen
@@ -138,6 +142,8 @@ private:
     std::unique_ptr<PlanBuilder> planner_;
     std::unique_ptr<StepPacer> pacer_;
     std::unique_ptr<OutputProcessor> outputs_;
+    std::unique_ptr<DraftProposer> drafter_;      // speculative method Draft
+    std::vector<BlockCopy> draft_copies_;         // copy-on-write the drafter made, for the target's next step
 
     RequestMap requests_;
     uint64_t next_request_id_ = 1;
@@ -149,7 +155,13 @@ private:
     std::function<void()> on_scheduled_;
 };
 
-// Picks the number of KV blocks for `config` on this model and backend.
-int32_t kv_blocks_for(const ModelConfig& model, const Backend& backend, const EngineConfig& config);
+// Picks the number of KV blocks for `config` on this model and backend (a
+// block holds the draft model's K/V too when there is one).
+int32_t kv_blocks_for(const ModelConfig& model, const Backend& backend, const EngineConfig& config,
+                      const ModelConfig* draft = nullptr);
+
+// Throws std::invalid_argument unless the draft tokenizer has the target's
+// vocabulary, token for token (what speculation with a draft model needs).
+void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 
 }  // namespace minfer

@@ -48,6 +48,7 @@ void OutputProcessor::append_verified(Sequence& seq, std::span<const int32_t> sa
                                       const std::function<const float*(size_t)>& logits_of) {
     const std::vector<int32_t> drafts = std::move(seq.draft_tokens);
     seq.draft_tokens.clear();
+    seq.draft_probs.clear();
     const int32_t k = int32_t(drafts.size());
     const int32_t accepted = accepted_prefix(drafts.data(), sampled.data() + first, k);
     spec_stats_.record(k, accepted);
@@ -60,6 +61,7 @@ void OutputProcessor::append_verified(Sequence& seq, std::span<const int32_t> sa
     if (seq.finished()) return;  // its blocks are back in the pool
     blocks_.commit(seq.blocks, seq.tokens, seq.num_computed);
     blocks_.truncate(seq.blocks, seq.num_computed);  // the rejected drafts' slots
+    seq.draft_computed = std::min(seq.draft_computed, seq.num_computed);  // a draft model's K/V of rejected drafts
 }
 
 Sequence& OutputProcessor::fork(Sequence& first, int32_t sample_index) {

@@ -8,10 +8,10 @@ namespace minfer {
 PlanBuilder::PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids)
     : block_size_(block_size), eos_ids_(std::move(eos_ids)) {}
 
-int32_t PlanBuilder::add_rows(const SequenceState& seq, int32_t count) {
+int32_t PlanBuilder::add_rows(const SequenceState& seq, int32_t first, int32_t count) {
     if (plan_.query_start.empty()) plan_.query_start.push_back(0);
     const int32_t first_row = plan_.num_tokens();
-    const int32_t first = seq.num_computed, end = first + count, len = seq.num_tokens();
+    const int32_t end = first + count, len = seq.num_tokens();
     const std::vector<int32_t>& blocks = seq.blocks.blocks;
     for (int32_t p = first; p < end; ++p) {
         plan_.token_ids.push_back(p < len ? seq.tokens[p] : seq.draft_tokens[p - len]);
@@ -104,7 +104,10 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
         const size_t len = size_t(seq.num_tokens() + r), prompt = size_t(seq.num_prompt_tokens);
         SamplingRow row{&o.sampling, uint64_t(in.uses[i].sample_stream), int64_t(len),
                         history.first(prompt), history.subspan(prompt, len - prompt), in.suppressed[i], {}};
-        if (r < int32_t(seq.draft_tokens.size())) row.draft_token = seq.draft_tokens[size_t(r)];
+        if (r < int32_t(seq.draft_tokens.size())) {
+            row.draft_token = seq.draft_tokens[size_t(r)];
+            if (size_t(r) < seq.draft_probs.size()) row.draft_probs = seq.draft_probs[size_t(r)];
+        }
         in.sampling_rows.push_back(row);
     }
     return in;

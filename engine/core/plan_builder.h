@@ -75,7 +75,9 @@ public:
     // ---- one plan, a sequence at a time ----------------------------------------
     // Appends rows [seq.num_computed, seq.num_computed + count) of `seq`, whose
     // blocks must already hold them; returns the index of the first row.
-    int32_t add_rows(const SequenceState& seq, int32_t count);
+    int32_t add_rows(const SequenceState& seq, int32_t count) { return add_rows(seq, seq.num_computed, count); }
+    // The same from row `first` (a draft model catching up on tokens the target computed).
+    int32_t add_rows(const SequenceState& seq, int32_t first, int32_t count);
     // Asks for the logits of row `row` (rows may repeat: n samples of one row).
     void add_logits_row(int32_t row) { plan_.logits_rows.push_back(row); }
     void add_block_copies(std::span<const BlockCopy> copies);

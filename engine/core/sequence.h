@@ -100,6 +100,8 @@ struct Sequence : SequenceState {
     Request* request = nullptr;
     OutputState out;
     std::unique_ptr<grammar::Constraint> constraint;  // with a grammar: its state after this sample's tokens
+    // A draft model's distribution q for each of draft_tokens (sampled requests; greedy ones need none).
+    std::vector<std::vector<float>> draft_probs;
 
     // Whether the logits of the row at position p give a prompt token's logprob
     // still missing (that of token p + 1; only sample 0 computes them).

@@ -73,9 +73,10 @@ inline EngineConfig small_config() {
 
 // Runs the jobs together in one engine (adding job i before step `arrive[i]`,
 // all at once if empty) and returns every job's result.
+// draft: the draft model of speculative method Draft.
 inline std::vector<Result> run(const std::vector<Job>& jobs, const EngineConfig& config, EngineStats* stats = nullptr,
-                        const std::vector<int>& arrive = {}, Fixture& f = fixture()) {
-    LLMEngine engine(*f.model, *f.tokenizer, config);
+                        const std::vector<int>& arrive = {}, Fixture& f = fixture(), const Model* draft = nullptr) {
+    LLMEngine engine(*f.model, *f.tokenizer, config, draft);
     std::vector<Result> results(jobs.size());
     std::map<uint64_t, size_t> index;
     size_t added = 0;

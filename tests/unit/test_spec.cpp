@@ -6,14 +6,18 @@
 #include "engine_test_fixture.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/synth.h"
 #include "engine/grammar/gbnf.h"
 #include "engine/spec/ngram_proposer.h"
 #include "engine/spec/spec_config.h"
 #include "engine/spec/spec_stats.h"
 #include "kernels/sampling.h"
+#include "synth_test_util.h"
 
 using namespace engine_test;
 
@@ -289,6 +293,42 @@ void check_same(const std::vector<Result>& a, const std::vector<Result>& b) {
     }
 }
 
+// The bundled model with noise added to every weight (`scale` times the
+// tensor's RMS): a draft model with the target's vocabulary that often, but
+// not always, agrees with it.
+const Model& perturbed_model(float scale) {
+    static std::map<float, std::unique_ptr<Model>> made;
+    std::unique_ptr<Model>& m = made[scale];
+    if (m) return *m;
+    const GGUFFile src = GGUFFile::open(kModelPath);
+    GGUFWriter w(src.alignment());
+    for (const auto& [key, value] : src.metadata())
+        if (key != "general.alignment") w.set_value(key, value);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    for (const GGUFTensorInfo& t : src.tensors()) {
+        REQUIRE(t.type == GGMLType::F32);
+        std::vector<float> x(size_t(t.n_elements()));
+        std::memcpy(x.data(), t.data, t.nbytes);
+        double sq = 0;
+        for (float v : x) sq += double(v) * v;
+        const float rms = float(std::sqrt(sq / double(x.size())));
+        for (float& v : x) v += scale * rms * noise(rng);
+        std::vector<uint8_t> bytes(t.nbytes);
+        std::memcpy(bytes.data(), x.data(), t.nbytes);
+        w.add_tensor(t.name, t.type, t.ne, std::move(bytes));
+    }
+    m = Model::load(GGUFFile::from_bytes(w.to_bytes(), "perturbed"), *fixture().backend);
+    return *m;
+}
+
+EngineConfig draft_config(int32_t k, EngineConfig c = small_config()) {
+    c.speculative.method = SpeculativeMethod::Draft;
+    c.speculative.num_speculative_tokens = k;
+    c.speculative.model = "perturbed";
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("spec: greedy with n-gram speculation is greedy without, token for token, on every scheduling path") {
@@ -420,4 +460,99 @@ TEST_CASE("spec: sampled output keeps its distribution (two-sample chi-square ov
         }
     }
     CHECK(differ > 800);  // other random numbers: the test compares distributions, not draws
+}
+
+TEST_CASE("spec: greedy with a draft model is greedy without, token for token, on every scheduling path") {
+    auto jobs = repetitive_jobs(32, false);
+    const auto mixed = mixed_jobs(16, 9, false);
+    jobs.insert(jobs.end(), mixed.begin(), mixed.end());
+    jobs[3].options.n = 3;
+    auto g = std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf(R"(root ::= (" Lily" | " and" | " Tom" | " went" | " to" | " the" | " park" | "."){4,40})"));
+    jobs[6].options.grammar = g;
+    jobs[6].options.stop = {};
+    EngineStats plain_stats, stats;
+    const auto plain = run(jobs, small_config(), &plain_stats);
+    const Model& draft = perturbed_model(0.1f);
+    for (int32_t k : {1, 3, 6}) {
+        CAPTURE(k);
+        check_same(plain, run(jobs, draft_config(k), &stats, {}, fixture(), &draft));
+        MESSAGE("draft k=" << k << ": acceptance " << stats.spec_decode.acceptance_rate() << ", " << stats.steps
+                           << " steps (" << plain_stats.steps << " without)");
+        CHECK(stats.spec_decode.acceptance_rate() > 0.15);
+        CHECK(stats.spec_decode.acceptance_rate() < 0.9);  // the draft differs from the target
+    }
+    // The target as its own draft: every greedy draft is accepted (but where
+    // the target's row holds tokens back that the draft's does not: min_tokens
+    // and the grammar's mask, which drafts are proposed without).
+    std::vector<Job> free_jobs;
+    for (const Job& j : jobs)
+        if (j.options.min_tokens == 0 && !j.options.grammar) free_jobs.push_back(j);
+    const auto free_plain = run(free_jobs, small_config());
+    check_same(free_plain, run(free_jobs, draft_config(4), &stats, {}, fixture(), fixture().model.get()));
+    CHECK(stats.spec_decode.num_draft_tokens > 0);
+    CHECK(stats.spec_decode.num_accepted_tokens == stats.spec_decode.num_draft_tokens);
+    // A tight pool, tiny steps and staggered arrivals: preemption drops drafts
+    // and the draft's K/V; copy-on-write copies reach both pools.
+    EngineConfig tight = draft_config(4);
+    tight.num_kv_blocks = 24;
+    tight.max_num_batched_tokens = 16;
+    tight.max_num_seqs = 12;
+    std::vector<int> arrive(jobs.size());
+    for (size_t i = 0; i < arrive.size(); ++i) arrive[i] = int(i) * 3;
+    check_same(plain, run(jobs, tight, &stats, arrive, fixture(), &draft));
+    CHECK(stats.num_preemptions > 0);
+    CHECK(stats.spec_decode.num_accepted_tokens > 0);
+}
+
+TEST_CASE("spec: sampled output with a draft model keeps its distribution (chi-square over 8,000 seeded requests)") {
+    const std::vector<std::vector<int32_t>> prompts = {
+        fixture().tokenizer->encode("Lily and Tom played with the ball. Lily and", true),
+        fixture().tokenizer->encode("Once upon a time, there was a", true)};
+    std::vector<Job> jobs;
+    for (int i = 0; i < 8000; ++i) {
+        Job j;
+        j.prompt = prompts[size_t(i % 2)];
+        j.options.max_tokens = 5;
+        j.options.ignore_eos = true;
+        j.options.sampling.temperature = 1.0f;
+        j.options.sampling.top_p = 0.9f;
+        j.options.has_seed = true;
+        j.options.sampling.seed = 70000 + i;
+        jobs.push_back(j);
+    }
+    EngineConfig c = small_config();
+    c.max_num_seqs = 256;
+    c.max_num_batched_tokens = 4096;
+    EngineStats stats;
+    const auto plain = run(jobs, c);
+    const auto spec = run(jobs, draft_config(3, c), &stats, {}, fixture(), &perturbed_model(0.1f));
+    const SpecDecodeStats& sd = stats.spec_decode;
+    MESSAGE("draft model: draft tokens " << sd.num_draft_tokens << ", acceptance " << sd.acceptance_rate());
+    CHECK(sd.num_draft_tokens > 8000);
+    CHECK(sd.acceptance_rate() > 0.2);
+    CHECK(sd.acceptance_rate() < 0.9);
+    for (int text = 0; text < 2; ++text) {
+        CAPTURE(text);
+        for (int k = 1; k < 5; ++k) {
+            std::map<int32_t, int> a, b;
+            for (size_t i = size_t(text); i < jobs.size(); i += 2) {
+                ++a[plain[i].samples.at(0).tokens.at(size_t(k))];
+                ++b[spec[i].samples.at(0).tokens.at(size_t(k))];
+            }
+            double stat = 0;
+            CHECK_MESSAGE(same_distribution(a, b, &stat), "token " << k + 1 << ": chi2 " << stat);
+        }
+    }
+}
+
+TEST_CASE("spec: a draft model needs the target's vocabulary, token for token") {
+    const Tokenizer& target = *fixture().tokenizer;
+    CHECK_NOTHROW(check_draft_vocabulary(target, target));
+    const GGUFFile other = GGUFFile::from_bytes(synth_header(synth_test::kSmallLlama3, SynthDType::F32, 0, false).to_bytes());
+    CHECK_THROWS_WITH_AS(check_draft_vocabulary(target, *Tokenizer::from_gguf(other)),
+                         doctest::Contains("same vocabulary"), std::invalid_argument);
+    EngineConfig c = draft_config(2);
+    CHECK_THROWS_WITH_AS(LLMEngine(*fixture().model, target, c), doctest::Contains("no draft model"),
+                         std::invalid_argument);
 }
