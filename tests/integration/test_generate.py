@@ -26,9 +26,12 @@ NGRAM = ["--num-speculative-tokens", "4"]
 TIGHT = ["--max-num-batched-tokens", "7", "--num-kv-blocks", "40", "--block-size", "8"]
 
 
-@pytest.mark.parametrize("flags", [[], TIGHT, NGRAM, NGRAM + TIGHT],
-                         ids=["roomy", "chunked-and-tight", "ngram", "ngram-chunked-and-tight"])
-def test_reference_cases_in_one_batch(tmp_path, flags):
+@pytest.mark.parametrize("flags", [[], TIGHT, NGRAM, NGRAM + TIGHT, ["DRAFT"], ["DRAFT"] + TIGHT],
+                         ids=["roomy", "chunked-and-tight", "ngram", "ngram-chunked-and-tight", "draft",
+                              "draft-chunked-and-tight"])
+def test_reference_cases_in_one_batch(tmp_path, flags, draft_model):
+    if flags[:1] == ["DRAFT"]:
+        flags = ["--speculative-model", draft_model, "--num-speculative-tokens", "3"] + flags[1:]
     # run.c's `steps` counts positions including the prompt; it stops early after sampling BOS.
     requests = [{"id": f"case-{i}", "prompt": c["prompt"], "max_tokens": c["steps"] - len(c["prompt_ids"]) + 1,
                  "temperature": 0} for i, c in enumerate(CASES)]
@@ -157,15 +160,17 @@ def test_mixed_workload_byte_identical(tmp_path, flags):
     assert dst.read_bytes() == (MIXED64 / "expected.jsonl").read_bytes()
 
 
-@pytest.mark.parametrize("flags", [NGRAM, ["--num-speculative-tokens", "6", "--prompt-lookup-min", "2",
+@pytest.mark.parametrize("flags", [NGRAM, ["DRAFT"], ["--num-speculative-tokens", "6", "--prompt-lookup-min", "2",
                                            "--max-num-batched-tokens", "16", "--num-kv-blocks", "48", "--block-size",
                                            "8", "--scheduling-policy", "priority"]],
-                         ids=["ngram", "ngram-chunked-preempting"])
-def test_mixed_workload_with_speculation(tmp_path, flags):
+                         ids=["ngram", "draft", "ngram-chunked-preempting"])
+def test_mixed_workload_with_speculation(tmp_path, flags, draft_model):
     # The same 64 requests with n-gram speculation: every greedy request gives
     # exactly its bytes without (tokens, text, logprobs, stops); sampled ones
     # draw from the same distribution through other random numbers, so their
     # bytes differ (test_spec's chi-square tests compare their distributions).
+    if flags == ["DRAFT"]:
+        flags = ["--speculative-model", draft_model, "--num-speculative-tokens", "4"]
     dst = tmp_path / "results.jsonl"
     proc = run_minfer("generate", MODEL, "--input", MIXED64 / "requests.jsonl", "--output", dst, *flags, timeout=600)
     requests = [json.loads(line) for line in (MIXED64 / "requests.jsonl").read_text().splitlines()]
@@ -175,4 +180,4 @@ def test_mixed_workload_with_speculation(tmp_path, flags):
     assert len(greedy) >= 20
     for i in greedy:
         assert got[i] == expected[i], requests[i]
-    assert re.search(r"speculative decoding \(ngram, k=\d\): [1-9]\d* drafts", proc.stderr), proc.stderr
+    assert re.search(r"speculative decoding \((ngram|draft), k=\d\): [1-9]\d* drafts", proc.stderr), proc.stderr

@@ -33,6 +33,21 @@ def test_greedy_matches_llama2c(case, batch_tokens, spec):
     assert got["text"] == case["text"].rstrip("\n")
 
 
+@pytest.mark.parametrize("k", [1, 4])
+def test_greedy_with_a_draft_model_matches_llama2c(draft_model, k):
+    # A perturbed copy of the model proposes; the target's greedy tokens are llama2.c's all the same.
+    accepted = drafted = 0
+    for case in CASES:
+        n = case["steps"] - len(case["prompt_ids"]) + 1
+        out = run_minfer("run", MODEL, "-p", case["prompt"], "-n", n, "--temp", 0, "--json",
+                         "--speculative-model", draft_model, "--num-speculative-tokens", k)
+        assert json.loads(out.stdout.strip().splitlines()[-1])["generated_ids"] == case["generated_ids"]
+        m = re.search(r"\(draft, k=\d+\): (\d+) drafts, (\d+) draft tokens, (\d+) accepted", out.stderr)
+        drafted += int(m[2])
+        accepted += int(m[3])
+    assert 0 < accepted < drafted  # the draft differs from the target, and often agrees
+
+
 def test_kv_cache_dtypes_against_llama2c():
     # float32 is exact; bfloat16 rounds keys and values once, which changes a few
     # continuations of the reference, the same ones `minfer generate` changes.

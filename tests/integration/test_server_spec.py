@@ -19,11 +19,17 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 
 
 @pytest.fixture(scope="module")
-def servers():
-    with Server("--max-num-seqs", 16) as plain, \
-            Server("--max-num-seqs", 16, "--speculative-config",
-                   '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3}') as spec:
-        yield plain, spec
+def plain_server():
+    with Server("--max-num-seqs", 16) as s:
+        yield s
+
+
+@pytest.fixture(scope="module", params=["ngram", "draft"])
+def servers(request, plain_server, draft_model):
+    flags = (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3}']
+             if request.param == "ngram" else ["--speculative-model", draft_model, "--num-speculative-tokens", "3"])
+    with Server("--max-num-seqs", 16, *flags) as spec:
+        yield plain_server, spec
 
 
 def bodies():
@@ -101,6 +107,8 @@ def test_per_position_counter_and_bench_serve_section(servers, tmp_path):
 
 def test_bad_speculative_flags_are_one_clear_error(tmp_path):
     from conftest import run_minfer
+    other = tmp_path / "tiny.gguf"
+    run_minfer("synth", "--preset", "tiny", "-o", other)
     for flags, needle in [(["--speculative-config", "{nope"], "JSON object"),
                           (["--speculative-config", '{"method": "ngram"}'], "--num-speculative-tokens"),
                           (["--speculative-method", "medusa", "--num-speculative-tokens", "2"], "medusa"),
@@ -108,9 +116,12 @@ def test_bad_speculative_flags_are_one_clear_error(tmp_path):
                           (["--num-speculative-tokens", "99"], "1..16"),
                           (["--num-speculative-tokens", "2", "--prompt-lookup-min", "3", "--prompt-lookup-max", "2"],
                            "--prompt-lookup-min"),
-                          (["--speculative-method", "draft", "--num-speculative-tokens", "2"], "--speculative-model")]:
+                          (["--speculative-method", "draft", "--num-speculative-tokens", "2"], "--speculative-model"),
+                          (["--speculative-model", tmp_path / "absent.gguf", "--num-speculative-tokens", "2"],
+                           "absent.gguf"),
+                          (["--speculative-model", other, "--num-speculative-tokens", "2"], "same vocabulary")]:
         for cmd in (["serve", "--port", "0"], ["run", "-n", "1"]):
-            proc = run_minfer(*cmd, *flags, check=False, timeout=60)
+            proc = run_minfer(*cmd, "--device", "cpu", *flags, check=False, timeout=60)
             assert proc.returncode == 2, (cmd, flags, proc.stderr)
             assert needle in proc.stderr, (cmd, flags, proc.stderr)
             assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
