@@ -21,8 +21,6 @@ namespace {
 // bench latency with a proposer: the same greedy requests with and without it.
 int bench_speculation_cmd(const cxxopts::ParseResult& args, const Model& model, const LatencyOptions& o,
                           const SpeculativeConfig& spec, const std::string& path) {
-    if (spec.method != SpeculativeMethod::Ngram)
-        throw UsageError("--speculative-method draft: the draft-model proposer is not built yet; use ngram");
     if (o.output_len < 2) throw UsageError("--output-len must be at least 2 with speculation");
     if (args.count("prompt") && args.count("prompt-file")) throw UsageError("give --prompt or --prompt-file, not both");
     const auto tokenizer = Tokenizer::from_gguf(model.file());
@@ -50,7 +48,8 @@ int bench_speculation_cmd(const cxxopts::ParseResult& args, const Model& model, 
     if (int64_t(prompt.size()) + o.output_len > model.config().context_len)
         throw UsageError(fmt::format("the prompt ({} tokens) + --output-len {} exceed the model's context of {}",
                                      prompt.size(), o.output_len, model.config().context_len));
-    const SpeculationBenchResult r = bench_speculation(model, *tokenizer, o, prompt, spec);
+    const auto draft_model = load_draft_model(spec, model.backend(), *tokenizer);
+    const SpeculationBenchResult r = bench_speculation(model, *tokenizer, o, prompt, spec, draft_model.get());
     const SpecDecodeStats& s = r.speculative.spec;
     if (args.count("json")) {
         boost::json::object j;

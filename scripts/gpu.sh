@@ -31,6 +31,10 @@
 #                 under a JSON Schema against free text, through minfer serve on
 #                 GRAMMAR_MODEL=llama3-8b:bf16 (a synthetic vocabulary of the preset's size),
 #                 into $LOGS/grammar-bench.log
+#   --spec-bench  scripts/spec_bench.sh: speculative decoding's speedup (bench latency with and
+#                 without, n-gram and a draft model) on SPEC_MODEL=llama3-8b:bf16 with
+#                 SPEC_DRAFT=llama3-8b:q4_k_m (the same random weights, quantized) as its
+#                 draft, into $LOGS/spec-bench.log
 #   --serve-bench scripts/serve_bench.sh: minfer bench serve against minfer serve on
 #                 llama3-8b bf16 (SERVE_MODEL=PRESET:DTYPE), rate inf and 2/8/32 req/s,
 #                 results and plots into $LOGS/serve-bench
@@ -61,7 +65,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -77,6 +81,7 @@ while (($#)); do
     --profile-kernel) PROFILE_KERNEL=$2; shift ;;
     --serve-bench) DO_SERVE_BENCH=1 ;;
     --grammar-bench) DO_GRAMMAR_BENCH=1 ;;
+    --spec-bench) DO_SPEC_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -89,7 +94,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -244,6 +249,11 @@ if ((DO_TEST)); then
   run_phase engine python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda --kv-cache-dtype float32
   run_phase engine-bf16 python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda \
     --kv-cache-dtype bfloat16 --against-device cpu
+  # Speculation: greedy output on the device equals llama2.c's with either proposer.
+  run_phase engine-ngram python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda \
+    --kv-cache-dtype float32 --num-speculative-tokens 4
+  run_phase engine-draft python3 scripts/check_generate.py "$MINFER" "$REFERENCE" --device cuda \
+    --kv-cache-dtype float32 --speculative-model models/stories260K.gguf --num-speculative-tokens 3
   run_phase graphs python3 scripts/check_graphs.py "$MINFER"
   run_phase graphs-gemma3 python3 scripts/check_graphs.py "$MINFER" --synthetic gemma3-270m:bf16
   run_phase grammar python3 scripts/check_grammar.py "$MINFER" models/stories260K.gguf --device cuda
@@ -354,6 +364,11 @@ if ((DO_SERVE_BENCH)); then
   run_phase serve-bench bash scripts/serve_bench.sh "$MINFER" "$(synth_model "${serve_model%%:*}" "${serve_model##*:}")" \
     "$LOGS/serve-bench" --max-num-batched-tokens 8192
   RAN+=(serve-bench)  # the result JSONs and plots travel with the logs
+fi
+if ((DO_SPEC_BENCH)); then
+  spec_model=${SPEC_MODEL:-llama3-8b:bf16} spec_draft=${SPEC_DRAFT:-llama3-8b:q4_k_m}
+  run_phase spec-bench bash scripts/spec_bench.sh "$MINFER" "$(synth_model "${spec_model%%:*}" "${spec_model##*:}")" \
+    "$(synth_model "${spec_draft%%:*}" "${spec_draft##*:}")" --device cuda
 fi
 if ((DO_GRAMMAR_BENCH)); then
   grammar_model=${GRAMMAR_MODEL:-llama3-8b:bf16}

@@ -12,13 +12,13 @@
 
 namespace minfer {
 
-namespace {
-
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 // Bytes of weights one decode step reads: every matrix and vector, except that
 // the embedding table is only gathered from (unless it is also the LM head).

@@ -59,4 +59,7 @@ struct LatencyResult {
 
 LatencyResult bench_latency(const Model& model, const LatencyOptions& options);
 
+// The median of the runs (the mean of the middle two for an even count).
+double median(std::vector<double> runs);
+
 }  // namespace minfer

@@ -10,15 +10,9 @@ namespace minfer {
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // One configuration, repeated; the tokens of the last run in `outputs`.
 EngineDecodeRun run_engine(const Model& model, const Tokenizer& tokenizer, const LatencyOptions& o,
-                           const std::vector<int32_t>& prompt, const SpeculativeConfig& spec,
+                           const std::vector<int32_t>& prompt, const SpeculativeConfig& spec, const Model* draft_model,
                            std::vector<std::vector<int32_t>>& outputs) {
     using clock = std::chrono::steady_clock;
     EngineConfig c;
@@ -32,7 +26,7 @@ EngineDecodeRun run_engine(const Model& model, const Tokenizer& tokenizer, const
     c.kv_cache_dtype = o.kv_dtype;
     c.max_step_seconds = 0.0;
     c.speculative = spec;
-    LLMEngine engine(model, tokenizer, c);
+    LLMEngine engine(model, tokenizer, c, draft_model);
 
     EngineDecodeRun r;
     std::vector<double> prefills, decodes;
@@ -82,13 +76,14 @@ EngineDecodeRun run_engine(const Model& model, const Tokenizer& tokenizer, const
 }  // namespace
 
 SpeculationBenchResult bench_speculation(const Model& model, const Tokenizer& tokenizer, const LatencyOptions& o,
-                                         const std::vector<int32_t>& prompt, const SpeculativeConfig& spec) {
+                                         const std::vector<int32_t>& prompt, const SpeculativeConfig& spec,
+                                         const Model* draft_model) {
     if (o.batch <= 0 || o.output_len < 2 || o.repetitions <= 0 || o.warmup < 0 || prompt.empty())
         throw std::invalid_argument("bench speculation: batch and repetitions > 0, output >= 2, a prompt");
     std::vector<std::vector<int32_t>> plain_out, spec_out;
     SpeculationBenchResult r;
-    r.plain = run_engine(model, tokenizer, o, prompt, SpeculativeConfig{}, plain_out);
-    r.speculative = run_engine(model, tokenizer, o, prompt, spec, spec_out);
+    r.plain = run_engine(model, tokenizer, o, prompt, SpeculativeConfig{}, nullptr, plain_out);
+    r.speculative = run_engine(model, tokenizer, o, prompt, spec, draft_model, spec_out);
     if (plain_out != spec_out)
         throw std::runtime_error("bench speculation: greedy output with speculation differs from without (a bug)");
     r.speedup = r.plain.decode_tok_s > 0 ? r.speculative.decode_tok_s / r.plain.decode_tok_s : 0;

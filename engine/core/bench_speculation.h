@@ -30,7 +30,9 @@ struct SpeculationBenchResult {
 // `batch` copies of `prompt` (greedy, EOS ignored, output_len tokens each)
 // through an engine without and with `spec`, o.repetitions times each after
 // o.warmup. Throws std::runtime_error if the outputs differ.
+// draft_model: the proposer's model when spec.method is Draft.
 SpeculationBenchResult bench_speculation(const Model& model, const Tokenizer& tokenizer, const LatencyOptions& o,
-                                         const std::vector<int32_t>& prompt, const SpeculativeConfig& spec);
+                                         const std::vector<int32_t>& prompt, const SpeculativeConfig& spec,
+                                         const Model* draft_model = nullptr);
 
 }  // namespace minfer

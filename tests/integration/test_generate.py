@@ -164,7 +164,7 @@ def test_mixed_workload_byte_identical(tmp_path, flags):
                                            "--max-num-batched-tokens", "16", "--num-kv-blocks", "48", "--block-size",
                                            "8", "--scheduling-policy", "priority"]],
                          ids=["ngram", "draft", "ngram-chunked-preempting"])
-def test_mixed_workload_with_speculation(tmp_path, flags, draft_model):
+def test_mixed_workload_byte_identical_with_speculation(tmp_path, flags, draft_model):
     # The same 64 requests with n-gram speculation: every greedy request gives
     # exactly its bytes without (tokens, text, logprobs, stops); sampled ones
     # draw from the same distribution through other random numbers, so their

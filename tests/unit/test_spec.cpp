@@ -273,6 +273,32 @@ std::vector<Job> repetitive_jobs(int count, bool sampled) {
     return jobs;
 }
 
+// 8,000 requests alternating between the prompts, 5 tokens each at
+// temperature 1 and top-p 0.9, seeded first_seed, first_seed + 1, ...
+std::vector<Job> seeded_jobs(const std::vector<std::vector<int32_t>>& prompts, uint64_t first_seed) {
+    std::vector<Job> jobs;
+    for (int i = 0; i < 8000; ++i) {
+        Job j;
+        j.prompt = prompts[size_t(i) % prompts.size()];
+        j.options.max_tokens = 5;
+        j.options.ignore_eos = true;
+        j.options.sampling.temperature = 1.0f;
+        j.options.sampling.top_p = 0.9f;
+        j.options.has_seed = true;
+        j.options.sampling.seed = first_seed + uint64_t(i);
+        jobs.push_back(j);
+    }
+    return jobs;
+}
+
+// Room for a few hundred short requests at once.
+EngineConfig roomy_config() {
+    EngineConfig c = small_config();
+    c.max_num_seqs = 256;
+    c.max_num_batched_tokens = 4096;
+    return c;
+}
+
 void check_same(const std::vector<Result>& a, const std::vector<Result>& b) {
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) {
@@ -416,21 +442,8 @@ TEST_CASE("spec: sampled output keeps its distribution (two-sample chi-square ov
         fixture().tokenizer->encode(
             "Lily and Tom played with the ball. Lily and Tom played with the doll. Lily and Tom played with the", true),
         fixture().tokenizer->encode("Lily had a cat. Lily had a dog. Lily had a ball. Lily had a", true)};
-    std::vector<Job> jobs;
-    for (int i = 0; i < 8000; ++i) {
-        Job j;
-        j.prompt = prompts[size_t(i % 2)];
-        j.options.max_tokens = 5;
-        j.options.ignore_eos = true;
-        j.options.sampling.temperature = 1.0f;
-        j.options.sampling.top_p = 0.9f;
-        j.options.has_seed = true;
-        j.options.sampling.seed = 90000 + i;
-        jobs.push_back(j);
-    }
-    EngineConfig c = small_config();
-    c.max_num_seqs = 256;
-    c.max_num_batched_tokens = 4096;
+    const std::vector<Job> jobs = seeded_jobs(prompts, 90000);
+    const EngineConfig c = roomy_config();
     EngineStats stats;
     const auto plain = run(jobs, c);
     const auto spec = run(jobs, spec_config(3, c), &stats);
@@ -509,21 +522,8 @@ TEST_CASE("spec: sampled output with a draft model keeps its distribution (chi-s
     const std::vector<std::vector<int32_t>> prompts = {
         fixture().tokenizer->encode("Lily and Tom played with the ball. Lily and", true),
         fixture().tokenizer->encode("Once upon a time, there was a", true)};
-    std::vector<Job> jobs;
-    for (int i = 0; i < 8000; ++i) {
-        Job j;
-        j.prompt = prompts[size_t(i % 2)];
-        j.options.max_tokens = 5;
-        j.options.ignore_eos = true;
-        j.options.sampling.temperature = 1.0f;
-        j.options.sampling.top_p = 0.9f;
-        j.options.has_seed = true;
-        j.options.sampling.seed = 70000 + i;
-        jobs.push_back(j);
-    }
-    EngineConfig c = small_config();
-    c.max_num_seqs = 256;
-    c.max_num_batched_tokens = 4096;
+    const std::vector<Job> jobs = seeded_jobs(prompts, 70000);
+    const EngineConfig c = roomy_config();
     EngineStats stats;
     const auto plain = run(jobs, c);
     const auto spec = run(jobs, draft_config(3, c), &stats, {}, fixture(), &perturbed_model(0.1f));
