@@ -366,9 +366,9 @@ if ((DO_SERVE_BENCH)); then
   RAN+=(serve-bench)  # the result JSONs and plots travel with the logs
 fi
 if ((DO_SPEC_BENCH)); then
-  spec_model=${SPEC_MODEL:-llama3-8b:bf16} spec_draft=${SPEC_DRAFT:-llama3-8b:q4_k_m}
+  spec_model=${SPEC_MODEL:-llama3-8b:bf16} spec_draft=${SPEC_DRAFT-llama3-8b:q4_k_m}  # SPEC_DRAFT=: n-gram only
   run_phase spec-bench bash scripts/spec_bench.sh "$MINFER" "$(synth_model "${spec_model%%:*}" "${spec_model##*:}")" \
-    "$(synth_model "${spec_draft%%:*}" "${spec_draft##*:}")" --device cuda
+    "${spec_draft:+$(synth_model "${spec_draft%%:*}" "${spec_draft##*:}")}" --device cuda
 fi
 if ((DO_GRAMMAR_BENCH)); then
   grammar_model=${GRAMMAR_MODEL:-llama3-8b:bf16}

@@ -11,8 +11,7 @@
 # SPEC_BENCH_PROMPT (scripts/data/spec-prompt-code.txt).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-MINFER=$1 MODEL=$2
-DRAFT=${3:-}
+MINFER=$1 MODEL=$2 DRAFT=${3:-}  # an empty DRAFT: n-gram only
 shift $(( $# >= 3 ? 3 : 2 ))
 BATCHES=${SPEC_BENCH_BATCHES:-8 32 64}
 OUTPUT=${SPEC_BENCH_OUTPUT:-128}

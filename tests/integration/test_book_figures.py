@@ -25,10 +25,11 @@ from playwright.sync_api import sync_playwright
 from book_server import ROOT, BookServer
 from minfer_server import minfer_bin
 
-FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask"]
+FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask", "speculative-speedup"]
 SCREENSHOTS = ROOT / "build" / "book-screenshots"
 TRACE = ROOT / "book" / "figures" / "data" / "trace-stories260K.json"
 GRAMMAR = ROOT / "book" / "figures" / "data" / "grammar-pet.json"
+SPEC_MEASURED = ROOT / "book" / "figures" / "data" / "spec-measured.json"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -182,6 +183,12 @@ def test_figure_follows_dark_mode(open_figure, figure):
     f.screenshot(f"{figure}-dark")
 
 
+def spec_speedup(alpha, k, cost=0.0, verify=0.0):
+    """Leviathan et al.'s expected tokens per verification step, and the speedup over plain decoding."""
+    e = k + 1 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+    return e, e / ((1 + cost * k) * (1 + verify * k))
+
+
 # Options as a figure block passes them: strings, and what the figure should show.
 OPTIONS = {
     "roofline": ({"precision": "fp8", "kv_dtype": "bf16", "batch": "256", "context": "4096"},
@@ -191,6 +198,9 @@ OPTIONS = {
     "batching-stepper": ({"kv_blocks": "32", "step": "20"}, "Step: 20 of 33", "--num-kv-blocks 32"),
     "online-softmax": ({"seed": "5", "tile_size": "8"}, "seed 5", "8 scores"),
     "structured-mask": ({"text": '{"animal": "dog", "legs": 4'}, "the end token is not allowed"),
+    "speculative-speedup": ({"k": "8", "alpha": "0.75", "cost": "0.1", "verify": "0.05", "points": "cpu"},
+                            "k = 8 drafts", "α = 0.75", f"E = {spec_speedup(0.75, 8)[0]:.2f} tokens",
+                            f"S = {spec_speedup(0.75, 8, 0.1, 0.05)[1]:.2f}×", "(1 + 0.10 × 8)(1 + 0.05 × 8) = 2.52"),
 }
 
 
@@ -545,4 +555,74 @@ def test_structured_mask_follows_the_text(open_figure):
     assert allowed_tokens(f) == ["⟨end⟩"] and "the end token is allowed" in f.text(".lk-readout")
     f.click("Remove a character")
     assert "⟨end⟩" not in allowed_tokens(f)
+    f.check_quiet()
+
+
+# ---- speculative speedup -------------------------------------------------------------------
+
+def spec_shown(f):
+    """(E, S) as the readout shows them."""
+    text = f.text(".lk-readout")
+    m = re.search(r"E = ([\d.]+) tokens.* S = ([\d.]+)×", text)
+    assert m, text
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_speculative_speedup_follows_the_formula(open_figure):
+    f = open_figure("speculative-speedup")
+    # Default (the section's block): k = 4, α = 0.6, free proposer and verification rows.
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 4), abs=0.0051)
+    assert "no speedup" in f.drawing()
+    before = f.drawing()
+    f.set_range(0, 8)  # k
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 8), abs=0.0051)
+    assert f.drawing() != before
+    before = f.drawing()
+    f.set_range(1, 0.8)  # α
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.8, 8), abs=0.0051)
+    assert f.drawing() != before
+    assert f"S = {spec_speedup(0.8, 8)[1]:.2f}×" in f.drawing()  # the marker's label
+    # A draft model's cost and costly verification rows.
+    for k, alpha, cost, verify in [(2, 0.5, 0.1, 0.05), (16, 1.0, 0.3, 0.3), (1, 0.0, 0.0, 0.0), (5, 0.93, 0.05, 0.12)]:
+        for index, value in enumerate([k, alpha, cost, verify]):
+            f.set_range(index, value)
+        assert spec_shown(f) == pytest.approx(spec_speedup(alpha, k, cost, verify), abs=0.0051), (k, alpha, cost, verify)
+    f.set_range(0, 16), f.set_range(1, 1), f.set_range(2, 0.3), f.set_range(3, 0.3)
+    assert "slower than plain decoding" in f.text(".lk-readout")
+    f.check_quiet()
+
+
+def spec_points(f, options=None):
+    """The measured points drawn: (label, tooltip) of each, with the figure's own options or the given ones."""
+    return f.page.evaluate("""async (options) => {
+        let element = document.querySelector('figure.lk-figure');
+        if (options) {
+            element = document.createElement('figure');
+            element.className = 'lk-figure';
+            document.body.append(element);
+            (await import('/figures/speculative-speedup.js')).default(element, options);
+            for (let i = 0; i < 100 && !element.querySelector('svg *'); i++) await new Promise((r) => setTimeout(r, 50));
+        }
+        return [...element.querySelectorAll('.lk-spec-point')].map((g) => [g.dataset.label, g.querySelector('title').textContent]);
+    }""", options)
+
+
+def test_speculative_speedup_draws_the_measured_points(open_figure):
+    data = json.loads(SPEC_MEASURED.read_text())
+    cpu = [p for p in data["points"] if p["machine"].startswith("CPU")]
+    assert len(cpu) >= 6
+    f = open_figure("speculative-speedup")
+    drawn = spec_points(f)  # the section's block says points: all
+    assert len(drawn) == len(data["points"])
+    for (label, title), point in zip(drawn, data["points"]):
+        assert label == point["label"]
+        for field in ["machine", "model", "command"]:
+            assert point[field] in title, (field, title)
+    assert "2026-12-05" in drawn[0][1]
+    assert len(spec_points(f, {"points": "cpu"})) == len(cpu)
+    assert len(spec_points(f, {"points": "all"})) == len(data["points"])
+    # The dots measured with the chosen k are filled.
+    assert f.root.locator(".lk-spec-point-current").count() == sum(p["k"] == 4 for p in data["points"])
+    f.set_range(0, 8)
+    assert f.root.locator(".lk-spec-point-current").count() == sum(p["k"] == 8 for p in data["points"])
     f.check_quiet()
