@@ -570,18 +570,19 @@ def spec_shown(f):
 
 def test_speculative_speedup_follows_the_formula(open_figure):
     f = open_figure("speculative-speedup")
-    # Default (the section's block): k = 4, α = 0.6, free proposer and verification rows.
-    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 4), abs=0.0051)
+    # Default (the section's block): k = 4, α = 0.6, a free proposer, verification rows of 0.1 step each
+    # (what the CPU measured).
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 4, 0.0, 0.1), abs=0.0051)
     assert "no speedup" in f.drawing()
     before = f.drawing()
     f.set_range(0, 8)  # k
-    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 8), abs=0.0051)
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.6, 8, 0.0, 0.1), abs=0.0051)
     assert f.drawing() != before
     before = f.drawing()
     f.set_range(1, 0.8)  # α
-    assert spec_shown(f) == pytest.approx(spec_speedup(0.8, 8), abs=0.0051)
+    assert spec_shown(f) == pytest.approx(spec_speedup(0.8, 8, 0.0, 0.1), abs=0.0051)
     assert f.drawing() != before
-    assert f"S = {spec_speedup(0.8, 8)[1]:.2f}×" in f.drawing()  # the marker's label
+    assert f"S = {spec_speedup(0.8, 8, 0.0, 0.1)[1]:.2f}×" in f.drawing()  # the marker's label
     # A draft model's cost and costly verification rows.
     for k, alpha, cost, verify in [(2, 0.5, 0.1, 0.05), (16, 1.0, 0.3, 0.3), (1, 0.0, 0.0, 0.0), (5, 0.93, 0.05, 0.12)]:
         for index, value in enumerate([k, alpha, cost, verify]):
