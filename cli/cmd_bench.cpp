@@ -71,6 +71,8 @@ int bench_speculation_cmd(const cxxopts::ParseResult& args, const Model& model, 
         j["num_drafts"] = s.num_drafts;
         j["num_draft_tokens"] = s.num_draft_tokens;
         j["num_accepted_tokens"] = s.num_accepted_tokens;
+        j["same_tokens"] = r.same_tokens;
+        j["tokens"] = r.tokens;
         std::printf("%s\n", boost::json::serialize(j).c_str());
         return 0;
     }
@@ -83,7 +85,12 @@ int bench_speculation_cmd(const cxxopts::ParseResult& args, const Model& model, 
     std::printf("         acceptance rate %.1f%% (%lld of %lld draft tokens), mean acceptance length %.2f\n",
                 100 * s.acceptance_rate(), (long long)s.num_accepted_tokens, (long long)s.num_draft_tokens,
                 s.mean_acceptance_length());
-    std::printf("(medians of %d runs after %d warm-up; the same tokens both ways)\n", o.repetitions, o.warmup);
+    if (r.same_tokens == r.tokens)
+        std::printf("(medians of %d runs after %d warm-up; the same tokens both ways)\n", o.repetitions, o.warmup);
+    else
+        std::printf("(medians of %d runs after %d warm-up; %lld of %lld tokens before the runs part: the GPU computes "
+                    "verification rows in other kernels than decode rows)\n",
+                    o.repetitions, o.warmup, (long long)r.same_tokens, (long long)r.tokens);
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <numeric>
@@ -60,8 +61,16 @@ KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requeste
     return t;
 }
 
+namespace {
+std::atomic<uint64_t> next_runner{0};
+}  // namespace
+
 ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
-    : model_(model), backend_(model.backend()), limits_(limits), program_(LayerProgram::from(model.config())) {
+    : model_(model),
+      backend_(model.backend()),
+      limits_(limits),
+      recording_tag_((next_runner++ & 0xffff) << 48),
+      program_(LayerProgram::from(model.config())) {
     const ModelConfig& c = model.config();
     if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
         limits_.block_size <= 0)
@@ -142,7 +151,7 @@ void ModelRunner::forward(const StepPlan& plan) {
     if (limits_.enforce_eager)
         ops();
     else
-        backend_.run_recorded(bucket.key(), ops);
+        backend_.run_recorded(bucket.key() ^ recording_tag_, ops);
 }
 
 void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {

@@ -79,6 +79,9 @@ private:
     const Model& model_;
     Backend& backend_;
     RunnerLimits limits_;
+    // In the top bits of this runner's recording keys: two runners on one
+    // backend (a target and its draft model) must not replay each other's steps.
+    uint64_t recording_tag_;
     LayerProgram program_;  // the architecture's layer (layer_program.h)
     KVCache cache_;
     int32_t num_logit_rows_ = 0;

@@ -364,7 +364,7 @@ TEST_CASE("spec: greedy with n-gram speculation is greedy without, token for tok
     jobs[3].options.n = 3;  // greedy forks: each speculates on its own
     EngineStats plain_stats, stats;
     const auto plain = run(jobs, small_config(), &plain_stats);
-    for (int32_t k : {1, 4, 8}) {
+    for (int32_t k : {1, 8}) {
         CAPTURE(k);
         check_same(plain, run(jobs, spec_config(k), &stats));
         CHECK(stats.spec_decode.num_accepted_tokens > 0);
@@ -487,7 +487,7 @@ TEST_CASE("spec: greedy with a draft model is greedy without, token for token, o
     EngineStats plain_stats, stats;
     const auto plain = run(jobs, small_config(), &plain_stats);
     const Model& draft = perturbed_model(0.1f);
-    for (int32_t k : {1, 3, 6}) {
+    for (int32_t k : {1, 6}) {
         CAPTURE(k);
         check_same(plain, run(jobs, draft_config(k), &stats, {}, fixture(), &draft));
         MESSAGE("draft k=" << k << ": acceptance " << stats.spec_decode.acceptance_rate() << ", " << stats.steps
