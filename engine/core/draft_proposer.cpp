@@ -4,18 +4,8 @@
 
 namespace minfer {
 
-// The draft's passes run eager for now: recorded as CUDA graphs beside the
-// target's recordings they crashed on an H100 (2026-12-05, `minfer run --device
-// cuda --speculative-model`; eager is correct there), and the cause is not found yet.
-namespace {
-RunnerLimits eager(RunnerLimits limits) {
-    limits.enforce_eager = true;
-    return limits;
-}
-}  // namespace
-
 DraftProposer::DraftProposer(const Model& draft, const RunnerLimits& limits)
-    : runner_(draft, eager(limits)), planner_(limits.block_size) {}
+    : runner_(draft, limits), planner_(limits.block_size) {}
 
 void DraftProposer::run() {
     planner_.add_block_copies(pending_copies_);

@@ -112,7 +112,9 @@ ModelRunner::~ModelRunner() {
 
 DecodeBucket ModelRunner::bucket_of(const StepPlan& plan) const {
     const int32_t n = plan.num_tokens();
-    if (!backend_.can_record() || n != plan.num_seqs()) return {};
+    // Decodes only: one row a sequence, each wanting its logits (a draft
+    // model's catch-up rows want none, and run as they are).
+    if (!backend_.can_record() || n != plan.num_seqs() || plan.logits_rows.size() != size_t(n)) return {};
     for (int32_t i = 0; i < n; ++i)
         if (plan.logits_rows[i] != i || plan.query_start[i] != i) return {};
     const int32_t max_rows = std::min({limits_.max_num_seqs, limits_.max_num_batched_tokens,

@@ -322,9 +322,9 @@ void check_same(const std::vector<Result>& a, const std::vector<Result>& b) {
 // The bundled model with noise added to every weight (`scale` times the
 // tensor's RMS): a draft model with the target's vocabulary that often, but
 // not always, agrees with it.
-const Model& perturbed_model(float scale) {
-    static std::map<float, std::unique_ptr<Model>> made;
-    std::unique_ptr<Model>& m = made[scale];
+const Model& perturbed_model(float scale, Backend& backend = *fixture().backend) {
+    static std::map<std::pair<float, Backend*>, std::unique_ptr<Model>> made;
+    std::unique_ptr<Model>& m = made[{scale, &backend}];
     if (m) return *m;
     const GGUFFile src = GGUFFile::open(kModelPath);
     GGUFWriter w(src.alignment());
@@ -344,7 +344,7 @@ const Model& perturbed_model(float scale) {
         std::memcpy(bytes.data(), x.data(), t.nbytes);
         w.add_tensor(t.name, t.type, t.ne, std::move(bytes));
     }
-    m = Model::load(GGUFFile::from_bytes(w.to_bytes(), "perturbed"), *fixture().backend);
+    m = Model::load(GGUFFile::from_bytes(w.to_bytes(), "perturbed"), backend);
     return *m;
 }
 
@@ -555,4 +555,18 @@ TEST_CASE("spec: a draft model needs the target's vocabulary, token for token") 
     EngineConfig c = draft_config(2);
     CHECK_THROWS_WITH_AS(LLMEngine(*fixture().model, target, c), doctest::Contains("no draft model"),
                          std::invalid_argument);
+}
+
+TEST_CASE("spec: a draft model on a backend that records steps (decode steps padded to graph buckets)") {
+    // The draft's passes are decode steps, recorded beside the target's; its
+    // catch-up rows (one a sequence after a fully accepted run) want no logits
+    // and must not be taken for decodes (they crashed the CUDA backend).
+    auto jobs = repetitive_jobs(16, false);
+    Fixture& f = padded_fixture();
+    const auto plain = run(jobs, small_config(), nullptr, {}, f);
+    EngineStats stats;
+    check_same(plain, run(jobs, draft_config(3), &stats, {}, f, f.model.get()));
+    CHECK(stats.spec_decode.num_accepted_tokens == stats.spec_decode.num_draft_tokens);
+    check_same(plain, run(jobs, draft_config(3), &stats, {}, f, &perturbed_model(0.1f, *f.backend)));
+    CHECK(stats.spec_decode.num_accepted_tokens > 0);
 }
