@@ -96,7 +96,7 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
             }
             return planner.finish();
         };
-        std::vector<SamplingRow> rows(o.batch, SamplingRow{&greedy, 0, 0, {}, {}, {}, {}});
+        std::vector<SamplingRow> rows(o.batch, SamplingRow{.params = &greedy});
         auto sample_next = [&](int32_t pos) {
             for (auto& row : rows) row.position = pos;
             const auto ids = runner.sample(rows);

@@ -76,7 +76,7 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
             const std::span<const int32_t> all(history);
             const size_t prompt = size_t(seq.num_prompt_tokens);
             const SamplingRow row{r.params, r.stream, int64_t(history.size()), all.first(prompt), all.subspan(prompt),
-                                  {}, {}};
+                                  {}, {}, -1, {}};
             sampling_distribution({logits.data() + k * size_t(vocab), size_t(vocab)}, row, probs);
             if (r.params->greedy()) {
                 seq.draft_tokens.push_back(int32_t(std::max_element(probs.begin(), probs.end()) - probs.begin()));

@@ -111,7 +111,8 @@ GenerateResult generate(ModelRunner& runner, BlockManager& blocks, int32_t conte
         for (int32_t r = 0; r <= drafts; ++r) {
             const int32_t len = seq.num_tokens() + r;
             SamplingRow row{&options.sampling, 0, len, all.first(prompt_len), all.subspan(prompt_len, len - prompt_len),
-                            {}, options.constraint ? std::span<const uint32_t>(masks[r]) : std::span<const uint32_t>{}};
+                            {}, options.constraint ? std::span<const uint32_t>(masks[r]) : std::span<const uint32_t>{},
+                            -1, {}};
             if (r < drafts) row.draft_token = seq.draft_tokens[r];
             if (r < int32_t(draft_probs.size())) row.draft_probs = draft_probs[r];
             rows.push_back(row);

@@ -11,32 +11,53 @@
 
 namespace minfer {
 
-int32_t decode_rows_bucket(int32_t n, int32_t max_rows) {
-    if (n <= 0 || n > max_rows) return 0;
+int32_t decode_rows_bucket(int32_t n, int32_t max_seqs) {
+    if (n <= 0 || n > max_seqs) return 0;
     const int32_t bucket = n <= 8 ? int32_t(std::bit_ceil(uint32_t(n))) : (n + 7) / 8 * 8;
-    return std::min(bucket, max_rows);
+    return std::min(bucket, max_seqs);
+}
+
+DecodeBucket decode_bucket(const StepPlan& plan, const RunnerLimits& limits) {
+    const int32_t n = plan.num_tokens(), seqs = plan.num_seqs();
+    if (seqs == 0 || n % seqs != 0 || plan.logits_rows.size() != size_t(n)) return {};
+    // Every sequence has r rows and every row wants its logits (a draft
+    // model's catch-up rows want none, and run as they are).
+    const int32_t r = n / seqs;
+    if (r > kMaxRecordedRowsPerSeq) return {};
+    for (int32_t i = 0; i < n; ++i)
+        if (plan.logits_rows[i] != i) return {};
+    for (int32_t s = 0; s <= seqs; ++s)
+        if (plan.query_start[s] != s * r) return {};
+    const int32_t max_rows = std::min({limits.max_num_batched_tokens, limits.max_logits_rows, kMaxRecordedRows});
+    DecodeBucket b;
+    b.rows_per_seq = r;
+    if (!(b.seqs = decode_rows_bucket(seqs, std::min(limits.max_num_seqs, max_rows / r)))) return {};
+    const int32_t context = int32_t(std::bit_ceil(uint32_t(std::max(plan.max_context_len(), 256))));
+    b.blocks_per_seq = std::max((context + limits.block_size - 1) / limits.block_size, plan.max_blocks_per_seq);
+    return b;
 }
 
 StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket) {
-    const int32_t n = plan.num_tokens(), rows = bucket.rows, width = bucket.blocks_per_seq;
-    if (n != plan.num_seqs() || rows < n || width < plan.max_blocks_per_seq)
-        throw std::invalid_argument("pad_decode_plan: the plan is not decodes only, or exceeds the bucket");
+    const int32_t n = plan.num_tokens(), seqs = plan.num_seqs(), r = bucket.rows_per_seq;
+    const int32_t rows = bucket.rows(), width = bucket.blocks_per_seq;
+    if (n != seqs * r || bucket.seqs < seqs || width < plan.max_blocks_per_seq)
+        throw std::invalid_argument("pad_decode_plan: the plan's sequences do not have the bucket's rows, or exceed it");
     StepPlan out;
     out.token_ids = plan.token_ids;
     out.positions = plan.positions;
     out.slot_mapping = plan.slot_mapping;
     out.context_lens = plan.context_lens;
     out.token_ids.resize(rows, 0);
-    out.positions.resize(rows, 0);
     out.slot_mapping.resize(rows, -1);
-    out.context_lens.resize(rows, 1);
-    out.query_start.resize(size_t(rows) + 1);
-    std::iota(out.query_start.begin(), out.query_start.end(), 0);
+    out.context_lens.resize(bucket.seqs, r);
+    for (int32_t i = n; i < rows; ++i) out.positions.push_back(i % r);
+    out.query_start.resize(size_t(bucket.seqs) + 1);
+    for (int32_t s = 0; s <= bucket.seqs; ++s) out.query_start[s] = s * r;
     out.logits_rows.resize(rows);
     std::iota(out.logits_rows.begin(), out.logits_rows.end(), 0);
     out.max_blocks_per_seq = width;
-    out.block_tables.assign(size_t(rows) * width, 0);  // padding rows read block 0, harmlessly
-    for (int32_t s = 0; s < n; ++s) {
+    out.block_tables.assign(size_t(bucket.seqs) * width, 0);  // padding sequences read block 0, harmlessly
+    for (int32_t s = 0; s < seqs; ++s) {
         auto row = out.block_tables.begin() + int64_t(s) * width;
         std::fill(row, row + width, -1);
         std::copy_n(plan.block_tables.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq, row);
@@ -110,22 +131,6 @@ ModelRunner::~ModelRunner() {
     for (void* p : allocations_) backend_.free(p);
 }
 
-DecodeBucket ModelRunner::bucket_of(const StepPlan& plan) const {
-    const int32_t n = plan.num_tokens();
-    // Decodes only: one row a sequence, each wanting its logits (a draft
-    // model's catch-up rows want none, and run as they are).
-    if (!backend_.can_record() || n != plan.num_seqs() || plan.logits_rows.size() != size_t(n)) return {};
-    for (int32_t i = 0; i < n; ++i)
-        if (plan.logits_rows[i] != i || plan.query_start[i] != i) return {};
-    const int32_t max_rows = std::min({limits_.max_num_seqs, limits_.max_num_batched_tokens,
-                                       limits_.max_logits_rows, kMaxRecordedRows});
-    DecodeBucket b;
-    if (!(b.rows = decode_rows_bucket(n, max_rows))) return {};
-    const int32_t context = int32_t(std::bit_ceil(uint32_t(std::max(plan.max_context_len(), 256))));
-    b.blocks_per_seq = std::max((context + limits_.block_size - 1) / limits_.block_size, plan.max_blocks_per_seq);
-    return b;
-}
-
 void ModelRunner::forward(const StepPlan& plan) {
     const int32_t n = plan.num_tokens();
     if (n == 0 || n > limits_.max_num_batched_tokens)
@@ -141,15 +146,15 @@ void ModelRunner::forward(const StepPlan& plan) {
     if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
     num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
 
-    const DecodeBucket bucket = bucket_of(plan);
-    if (bucket.rows == 0) {
+    const DecodeBucket bucket = backend_.can_record() ? decode_bucket(plan, limits_) : DecodeBucket{};
+    if (bucket.seqs == 0) {
         backend_.set_step(plan, limits_.block_size);
         run_layers(n, num_logit_rows_);
         return;
     }
     padded_ = pad_decode_plan(plan, bucket);  // kept: a backend may read the plan until the next step
     backend_.set_step(padded_, limits_.block_size);
-    const auto ops = [&] { run_layers(bucket.rows, bucket.rows); };
+    const auto ops = [&] { run_layers(bucket.rows(), bucket.rows()); };
     if (limits_.enforce_eager)
         ops();
     else

@@ -3,11 +3,13 @@
 // It owns the KV pool and the activation workspace, both sized once from the
 // limits, so nothing is allocated inside a step.
 //
-// On a backend that records steps (CUDA graphs), a step of decodes only is
-// padded to a bucket of rows (1, 2, 4, 8, then multiples of 8) and of context
-// (a power of two of tokens), and its launches are recorded once per bucket and
-// replayed after. --enforce-eager runs the same padded steps without
-// recording, so both modes compute the very same numbers.
+// On a backend that records steps (CUDA graphs), a step whose sequences all
+// have the same number of rows, each wanting logits (decodes: one row; the
+// verification step of speculative decoding: the last token and k drafts), is
+// padded to a bucket of sequences (1, 2, 4, 8, then multiples of 8) and of
+// context (a power of two of tokens), and its launches are recorded once per
+// bucket and replayed after. --enforce-eager runs the same padded steps
+// without recording, so both modes compute the very same numbers.
 #pragma once
 
 #include <cstdint>
@@ -35,18 +37,28 @@ struct RunnerLimits {
 // default when unset. Throws std::invalid_argument if the backend cannot run it.
 KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requested);
 
-// The bucket of a step for recording: rows and context padded up. rows == 0:
-// the step is not recorded (not decodes only, or too many rows).
+// The bucket of a step for recording: sequences and context padded up, every
+// sequence with rows_per_seq rows. seqs == 0: the step is not recorded.
 struct DecodeBucket {
-    int32_t rows = 0;
+    int32_t seqs = 0;
+    int32_t rows_per_seq = 1;    // 1 for decodes, 1 + k on a verification step
     int32_t blocks_per_seq = 0;  // block-table width: the context bucket in blocks
-    uint64_t key() const { return uint64_t(uint32_t(rows)) << 32 | uint32_t(blocks_per_seq); }
+    int32_t rows() const { return seqs * rows_per_seq; }
+    uint64_t key() const {
+        return uint64_t(uint32_t(seqs)) << 32 | uint64_t(uint32_t(rows_per_seq)) << 24 | uint32_t(blocks_per_seq);
+    }
 };
 constexpr int32_t kMaxRecordedRows = 512;
-// The rows bucket for n decode rows (0 when n is over max_rows).
-int32_t decode_rows_bucket(int32_t n, int32_t max_rows);
-// The plan padded to the bucket: extra rows of position 0 with no KV slot (-1),
-// one sequence each, whose block tables point at block 0; every row wants logits.
+// A verification step: the last token and up to 16 drafts (spec_config.h's limit).
+constexpr int32_t kMaxRecordedRowsPerSeq = 17;
+// The bucket for n sequences (0 when n is over max_seqs).
+int32_t decode_rows_bucket(int32_t n, int32_t max_seqs);
+// The bucket a plan is recorded under on a backend that records (seqs == 0:
+// run it as it is): every sequence has the same rows, each wanting its logits.
+DecodeBucket decode_bucket(const StepPlan& plan, const RunnerLimits& limits);
+// The plan padded to the bucket: extra sequences of rows_per_seq rows at
+// positions 0.. with no KV slot (-1), whose block tables point at block 0;
+// every row wants logits.
 StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket);
 
 // Bytes the runner allocates for its activations (the KV pool aside).
@@ -71,8 +83,6 @@ public:
     std::vector<float> logits() const;
 
 private:
-    // The bucket a plan is recorded under (rows == 0: run it as it is).
-    DecodeBucket bucket_of(const StepPlan& plan) const;
     // Every launch of a forward over the current step of n rows, logits_rows of which want logits.
     void run_layers(int32_t n, int32_t logits_rows);
 

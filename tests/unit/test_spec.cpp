@@ -13,6 +13,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/synth.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/model/model_runner.h"
 #include "engine/spec/ngram_proposer.h"
 #include "engine/spec/spec_config.h"
 #include "engine/spec/spec_stats.h"
@@ -555,6 +556,78 @@ TEST_CASE("spec: a draft model needs the target's vocabulary, token for token") 
     EngineConfig c = draft_config(2);
     CHECK_THROWS_WITH_AS(LLMEngine(*fixture().model, target, c), doctest::Contains("no draft model"),
                          std::invalid_argument);
+}
+
+TEST_CASE("spec: a verification step is recorded by bucket of sequences, rows a sequence and context") {
+    // Two sequences of 1 + 2 drafts each (contexts 20 and 7), as PlanBuilder makes them.
+    StepPlan plan;
+    plan.token_ids = {5, 6, 7, 8, 9, 10};
+    plan.positions = {17, 18, 19, 4, 5, 6};
+    plan.slot_mapping = {17, 18, 19, 36, 37, 38};
+    plan.query_start = {0, 3, 6};
+    plan.context_lens = {20, 7};
+    plan.max_blocks_per_seq = 2;
+    plan.block_tables = {0, 1, 2, -1};
+    plan.logits_rows = {0, 1, 2, 3, 4, 5};
+    RunnerLimits limits;
+    limits.max_num_seqs = 64;
+    limits.max_num_batched_tokens = 512;
+    limits.max_logits_rows = 512;
+    limits.block_size = 16;
+    const DecodeBucket b = decode_bucket(plan, limits);
+    CHECK(b.seqs == 2);
+    CHECK(b.rows_per_seq == 3);
+    CHECK(b.blocks_per_seq == 16);  // 256 tokens of context at least
+    DecodeBucket plain_decode = b;
+    plain_decode.rows_per_seq = 1;
+    CHECK(b.key() != plain_decode.key());
+
+    // Three sequences pad to four: the fourth has three rows of its own, at
+    // positions 0..2, writing no K/V and reading block 0.
+    plan.token_ids.insert(plan.token_ids.end(), {1, 2, 3});
+    plan.positions.insert(plan.positions.end(), {30, 31, 32});
+    plan.slot_mapping.insert(plan.slot_mapping.end(), {62, 63, 64});
+    plan.query_start.push_back(9);
+    plan.context_lens.push_back(33);
+    plan.max_blocks_per_seq = 3;
+    plan.block_tables = {0, 1, -1, 2, -1, -1, 3, 4, 5};
+    plan.logits_rows.insert(plan.logits_rows.end(), {6, 7, 8});
+    const DecodeBucket b3 = decode_bucket(plan, limits);
+    REQUIRE(b3.seqs == 4);
+    REQUIRE(b3.rows_per_seq == 3);
+    const StepPlan padded = pad_decode_plan(plan, b3);
+    CHECK(padded.num_tokens() == 12);
+    CHECK(padded.query_start == std::vector<int32_t>{0, 3, 6, 9, 12});
+    CHECK(padded.context_lens == std::vector<int32_t>{20, 7, 33, 3});
+    CHECK(std::vector<int32_t>(padded.positions.begin() + 9, padded.positions.end()) == std::vector<int32_t>{0, 1, 2});
+    CHECK(std::vector<int32_t>(padded.slot_mapping.begin() + 6, padded.slot_mapping.end()) ==
+          std::vector<int32_t>{62, 63, 64, -1, -1, -1});
+    CHECK(padded.logits_rows.size() == 12);
+    CHECK(padded.block_tables.at(size_t(2) * b3.blocks_per_seq + 2) == 5);
+    CHECK(padded.block_tables.at(size_t(2) * b3.blocks_per_seq + 3) == -1);
+    CHECK(padded.block_tables.at(size_t(3) * b3.blocks_per_seq) == 0);
+
+    // Not recorded: sequences of different rows, a row without logits, too many rows a sequence.
+    StepPlan uneven = plan;
+    uneven.query_start = {0, 3, 5, 9};
+    CHECK(decode_bucket(uneven, limits).seqs == 0);
+    StepPlan fewer_logits = plan;
+    fewer_logits.logits_rows.pop_back();
+    CHECK(decode_bucket(fewer_logits, limits).seqs == 0);
+    limits.max_num_batched_tokens = 8;  // three sequences of three rows do not fit a padded bucket
+    CHECK(decode_bucket(plan, limits).seqs == 0);
+}
+
+TEST_CASE("spec: on a backend that records steps, n-gram verification steps are padded to buckets") {
+    // The padding sequences must neither write the KV pool nor change a real
+    // row: the CPU is batch-invariant, so even logprobs are bit-equal.
+    auto jobs = repetitive_jobs(24, false);
+    for (Job& j : jobs) j.options.logprobs = 1;
+    Fixture& f = padded_fixture();
+    const auto plain = run(jobs, small_config());
+    EngineStats stats;
+    check_same(plain, run(jobs, spec_config(3), &stats, {}, f));
+    CHECK(stats.spec_decode.num_accepted_tokens > 0);
 }
 
 TEST_CASE("spec: a draft model on a backend that records steps (decode steps padded to graph buckets)") {
