@@ -281,7 +281,7 @@ HttpResponse OpenAIServer::tokenize(const HttpRequest& req) {
     if (!body) return error_response(http::status::bad_request, error, v);
     try {
         std::vector<int32_t> ids;
-        if (const json::value* messages = body->if_contains("messages")) {
+        if (body->contains("messages")) {
             const json::value* agp = body->if_contains("add_generation_prompt");
             const bool add = !agp || !agp->is_bool() || agp->get_bool();
             ToolCallFormat format;

@@ -96,7 +96,9 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
             }
             return planner.finish();
         };
-        std::vector<SamplingRow> rows(o.batch, SamplingRow{.params = &greedy});
+        SamplingRow greedy_row;
+        greedy_row.params = &greedy;
+        std::vector<SamplingRow> rows(o.batch, greedy_row);
         auto sample_next = [&](int32_t pos) {
             for (auto& row : rows) row.position = pos;
             const auto ids = runner.sample(rows);

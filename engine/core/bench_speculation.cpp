@@ -59,13 +59,7 @@ EngineDecodeRun run_engine(const Model& model, const Tokenizer& tokenizer, const
         prefills.push_back(std::chrono::duration<double>(t1 - t0).count());
         decodes.push_back(std::chrono::duration<double>(t2 - t1).count());
         r.steps = engine.stats().steps - steps_before;
-        const SpecDecodeStats& now = engine.stats().spec_decode;
-        r.spec = now;
-        r.spec.num_drafts -= spec_before.num_drafts;
-        r.spec.num_draft_tokens -= spec_before.num_draft_tokens;
-        r.spec.num_accepted_tokens -= spec_before.num_accepted_tokens;
-        for (size_t i = 0; i < spec_before.accepted_per_pos.size(); ++i)
-            r.spec.accepted_per_pos[i] -= spec_before.accepted_per_pos[i];
+        r.spec = engine.stats().spec_decode.since(spec_before);
     }
     r.prefill_seconds = median(prefills);
     r.decode_seconds = median(decodes);

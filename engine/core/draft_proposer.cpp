@@ -54,36 +54,41 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
 
     const int32_t vocab = runner_.model().config().vocab_size;
     std::vector<float> probs(static_cast<size_t>(vocab));
-    std::vector<int32_t> history;
+    // Each sequence's tokens and the drafts so far: the history its penalties see.
+    std::vector<std::vector<int32_t>> histories;
+    for (DraftRequest* r : active) histories.push_back(r->seq->tokens);
     for (int32_t j = 0;; ++j) {
         // Pass j: the token at position num_tokens - 1 + j (the last token, then each draft) of every
         // sequence that wants more than j drafts; its logits give draft j.
-        std::vector<DraftRequest*> pass;
-        for (DraftRequest* r : active)
-            if (r->room > j) pass.push_back(r);
+        std::vector<size_t> pass;  // indices into active
+        for (size_t i = 0; i < active.size(); ++i)
+            if (active[i]->room > j) pass.push_back(i);
         if (pass.empty()) break;
-        for (DraftRequest* r : pass) {
-            SequenceState& seq = *r->seq;
+        for (size_t i : pass) {
+            SequenceState& seq = *active[i]->seq;
             planner_.add_logits_row(planner_.add_rows(seq, seq.num_tokens() - 1 + j, 1));
         }
         run();
         std::vector<float> logits = runner_.logits();
         for (size_t k = 0; k < pass.size(); ++k) {
-            DraftRequest& r = *pass[k];
+            DraftRequest& r = *active[pass[k]];
             SequenceState& seq = *r.seq;
-            history = seq.tokens;
-            history.insert(history.end(), seq.draft_tokens.begin(), seq.draft_tokens.end());
+            std::vector<int32_t>& history = histories[pass[k]];
             const std::span<const int32_t> all(history);
             const size_t prompt = size_t(seq.num_prompt_tokens);
             const SamplingRow row{r.params, r.stream, int64_t(history.size()), all.first(prompt), all.subspan(prompt),
                                   {}, {}, -1, {}};
+            // Greedy takes the argmax of the processed distribution: penalties and bias move it as on the target.
             sampling_distribution({logits.data() + k * size_t(vocab), size_t(vocab)}, row, probs);
+            int32_t draft;
             if (r.params->greedy()) {
-                seq.draft_tokens.push_back(int32_t(std::max_element(probs.begin(), probs.end()) - probs.begin()));
+                draft = int32_t(std::max_element(probs.begin(), probs.end()) - probs.begin());
             } else {
-                seq.draft_tokens.push_back(draw_from(probs, row, Draw::Draft));
+                draft = draw_from(probs, row, Draw::Draft);
                 r.probs->push_back(probs);
             }
+            seq.draft_tokens.push_back(draft);
+            history.push_back(draft);
             seq.draft_computed = seq.num_tokens() - 1 + j + 1;
         }
     }

@@ -103,7 +103,7 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
         }
         const size_t len = size_t(seq.num_tokens() + r), prompt = size_t(seq.num_prompt_tokens);
         SamplingRow row{&o.sampling, uint64_t(in.uses[i].sample_stream), int64_t(len),
-                        history.first(prompt), history.subspan(prompt, len - prompt), in.suppressed[i], {}};
+                        history.first(prompt), history.subspan(prompt, len - prompt), in.suppressed[i], {}, -1, {}};
         if (r < int32_t(seq.draft_tokens.size())) {
             row.draft_token = seq.draft_tokens[size_t(r)];
             if (size_t(r) < seq.draft_probs.size()) row.draft_probs = seq.draft_probs[size_t(r)];

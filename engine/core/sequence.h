@@ -100,7 +100,10 @@ struct Sequence : SequenceState {
     Request* request = nullptr;
     OutputState out;
     std::unique_ptr<grammar::Constraint> constraint;  // with a grammar: its state after this sample's tokens
-    // A draft model's distribution q for each of draft_tokens (sampled requests; greedy ones need none).
+    // A draft model's distribution q for each of draft_tokens (sampled requests;
+    // greedy ones need none). When the scheduler trims drafts to the step's
+    // budget the extra q stay until verification clears them: rows read only
+    // the q of a draft they verify.
     std::vector<std::vector<float>> draft_probs;
 
     // Whether the logits of the row at position p give a prompt token's logprob

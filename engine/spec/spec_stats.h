@@ -26,6 +26,14 @@ struct SpecDecodeStats {
         if (accepted_per_pos.size() < size_t(drafted)) accepted_per_pos.resize(size_t(drafted), 0);
         for (int32_t i = 0; i < accepted; ++i) ++accepted_per_pos[size_t(i)];
     }
+    // What was counted after `before`, a reading of the same counters.
+    SpecDecodeStats since(const SpecDecodeStats& before) const {
+        SpecDecodeStats d{num_drafts - before.num_drafts, num_draft_tokens - before.num_draft_tokens,
+                          num_accepted_tokens - before.num_accepted_tokens, accepted_per_pos};
+        for (size_t i = 0; i < before.accepted_per_pos.size() && i < d.accepted_per_pos.size(); ++i)
+            d.accepted_per_pos[i] -= before.accepted_per_pos[i];
+        return d;
+    }
     double acceptance_rate() const { return num_draft_tokens ? double(num_accepted_tokens) / num_draft_tokens : 0.0; }
     double mean_acceptance_length() const { return num_drafts ? 1.0 + double(num_accepted_tokens) / num_drafts : 0.0; }
 };
