@@ -259,6 +259,14 @@ void print_text(const GGUFFile& f, size_t elems) {
     for (const auto& [name, t] : by_type)
         out += fmt::format("  {:<5}  {:>5} tensors  {:>14} parameters  {:>14} bytes ({})\n", name, t.tensors, t.params,
                            t.bytes, human_bytes(t.bytes));
+    if (const ExpertWeights x = expert_weights(f); x.n_experts > 0) {
+        const double idle = 1.0 - double(x.n_experts_used) / x.n_experts;
+        out += fmt::format("experts: {} a layer, {} active a token; {} parameters ({}) in experts; "
+                           "active a token: {:.0f} parameters ({})\n",
+                           x.n_experts, x.n_experts_used, x.params, human_bytes(x.bytes),
+                           double(all.params) - idle * double(x.params),
+                           human_bytes(uint64_t(double(all.bytes) - idle * double(x.bytes))));
+    }
     std::fputs(out.c_str(), stdout);
 }
 
@@ -296,6 +304,9 @@ void print_json(const GGUFFile& f, size_t elems) {
     for (const auto& [name, t] : by_type)
         types[name] = {{"tensors", t.tensors}, {"parameters", t.params}, {"bytes", t.bytes}};
     o["totals"] = {{"tensors", all.tensors}, {"parameters", all.params}, {"bytes", all.bytes}, {"by_type", std::move(types)}};
+    if (const ExpertWeights x = expert_weights(f); x.n_experts > 0)
+        o["experts"] = {
+            {"count", x.n_experts}, {"used", x.n_experts_used}, {"parameters", x.params}, {"bytes", x.bytes}};
 
     std::printf("%s\n", json::serialize(o).c_str());
 }

@@ -21,6 +21,9 @@ void print_presets() {
     for (const SynthPreset& p : synth_presets()) {
         std::string notes = p.tied ? "tied" : "untied";
         if (p.qkv_bias) notes += ", qkv bias";
+        if (p.is_moe()) notes += fmt::format(", {} experts of {}, {} a token", p.n_experts, p.expert_ffn_dim,
+                                             p.n_experts_used);
+        if (p.shared_ffn_dim > 0) notes += fmt::format(", shared expert of {}", p.shared_ffn_dim);
         if (p.rope_factor > 0) notes += fmt::format(", rope_freqs (factor {})", p.rope_factor);
         std::printf("%-11s %-6s %-14s %5d %6d %5d %4d %6d %7d %8d %s\n", p.name, p.arch, p.real_model, p.dim,
                     p.n_layers, p.n_heads, p.n_kv_heads, p.ffn_dim, p.vocab_size, p.context_len, notes.c_str());

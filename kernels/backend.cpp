@@ -16,6 +16,20 @@ float* Backend::upload_vector(std::span<const float> v) {
     return p;
 }
 
+namespace {
+[[noreturn]] void no_moe(const Backend& b) {
+    throw std::invalid_argument("the " + b.name() + " backend does not run mixture-of-experts models yet");
+}
+}  // namespace
+
+std::unique_ptr<PackedExperts> Backend::pack_experts(const WeightView&, int32_t) { no_moe(*this); }
+void Backend::moe_route(const float*, int32_t, const MoeRouting&, int32_t*, float*) { no_moe(*this); }
+void Backend::moe_experts(const float*, const int32_t*, const float*, int32_t, int32_t, const PackedExperts&,
+                          const PackedExperts&, const PackedExperts&, float*) {
+    no_moe(*this);
+}
+void Backend::add_sigmoid_gated(const float*, const float*, int32_t, int32_t, float*) { no_moe(*this); }
+
 void check_kv_block_pairs(const KVCacheShape& shape, std::span<const int32_t> src_dst_pairs) {
     if (src_dst_pairs.size() % 2 != 0)
         throw std::invalid_argument("copy_kv_blocks: " + std::to_string(src_dst_pairs.size()) +

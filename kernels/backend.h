@@ -43,6 +43,27 @@ struct PackedWeight {
     uint64_t converted_bytes = 0;
 };
 
+// A layer's experts of a mixture-of-experts FFN: n_experts matrices of rows x
+// cols each, stored as one 3-D GGUF tensor (ne = [cols, rows, n_experts],
+// expert e's rows right after expert e-1's).
+struct PackedExperts {
+    virtual ~PackedExperts() = default;
+    std::string name;
+    GGMLType type;
+    int32_t n_experts = 0;
+    int64_t rows = 0;  // per expert
+    int64_t cols = 0;
+};
+
+// What routes a row to its experts (llama.cpp's build_moe_ffn with softmax gating):
+// the k largest probabilities of softmax(router logits), and whether the k are
+// divided by their sum (qwen3moe, Mixtral) or kept as they are (qwen2moe).
+struct MoeRouting {
+    int32_t n_experts = 0;
+    int32_t k = 0;
+    bool renormalize = false;
+};
+
 // --quantization: how the CUDA backend stores the transformer layers' dense
 // (F32/F16/BF16) weight matrices. FP8: E4M3 with one float scale per tensor,
 // as vLLM's --quantization fp8 does; the embedding table and the LM head stay.
@@ -188,6 +209,25 @@ public:
     virtual void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) = 0;
     // x[i] *= s for n floats (Gemma's embedding scale).
     virtual void scale(float* x, int64_t n, float s) = 0;
+
+    // ---- mixture of experts (the defaults: this backend runs no MoE model) ----
+
+    virtual bool supports_moe() const { return false; }
+    // Packs a 3-D expert tensor: `all` views it as n_experts * rows_per_expert rows.
+    virtual std::unique_ptr<PackedExperts> pack_experts(const WeightView& all, int32_t n_experts);
+    // For each of `rows` rows of router logits [rows, n_experts]: the ids of its
+    // k experts [rows, k], most probable first (a tie: the lower id), and their
+    // weights [rows, k] as `routing` says.
+    virtual void moe_route(const float* logits, int32_t rows, const MoeRouting& routing, int32_t* ids,
+                           float* weights);
+    // out[r] = sum over j < k, in that order, of weights[r, j] * FFN_e(x[r]) with
+    // e = ids[r, j] and FFN_e(x) = down_e(silu(gate_e x) * up_e x). A row's
+    // result does not depend on the other rows (batch invariance on the CPU).
+    virtual void moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
+                             const PackedExperts& gate, const PackedExperts& up, const PackedExperts& down,
+                             float* out);
+    // out[r] += sigmoid(gate_logit[r]) * y[r] over rows of dim (qwen2moe's shared expert).
+    virtual void add_sigmoid_gated(const float* gate_logit, const float* y, int32_t rows, int32_t dim, float* out);
     // out[i] = x[plan.logits_rows[i]] for the current step.
     virtual void gather_logit_rows(const float* x, int32_t dim, float* out) = 0;
     // Samples one token per row of logits [rows.size(), vocab]; the logits may be modified.

@@ -20,13 +20,17 @@ double median(std::vector<double> v) {
 
 namespace {
 
-// Bytes of weights one decode step reads: every matrix and vector, except that
-// the embedding table is only gathered from (unless it is also the LM head).
+// Bytes of weights one decode step of `batch` rows reads: every matrix and
+// vector, except that the embedding table is only gathered from (unless it is
+// also the LM head), and of a MoE model's experts only the share the batch's
+// tokens are expected to route to (ExpertWeights::fraction_read).
 // Matrices the backend converted at load (--quantization fp8) count as stored.
-double weight_bytes_per_step(const Model& model) {
+double weight_bytes_per_step(const Model& model, int32_t batch) {
     double bytes = 0;
     for (const auto& t : model.file().tensors())
         if (t.name != "token_embd.weight" || model.config().tied_output) bytes += double(t.nbytes);
+    const ExpertWeights experts = expert_weights(model.file());
+    bytes -= (1.0 - experts.fraction_read(batch)) * double(experts.bytes);
     auto converted = [&](const std::unique_ptr<PackedWeight>& w) {
         if (!w || w->converted_bytes == 0) return;
         if (const GGUFTensorInfo* t = model.file().find_tensor(w->name))
@@ -40,7 +44,12 @@ double weight_bytes_per_step(const Model& model) {
 // Matmul FLOPs per token (2 per weight) plus causal attention over `len` tokens.
 double prefill_flops(const ModelConfig& c, int32_t batch, int32_t len) {
     const double q = double(c.n_heads) * c.head_dim, kv = double(c.n_kv_heads) * c.head_dim;
-    const double per_token = 2.0 * c.n_layers * (c.dim * (q + 2 * kv) + q * c.dim + 3.0 * c.dim * c.ffn_dim) +
+    // The FFN's weights a token multiplies: the dense FFN, or the router, its k
+    // experts and the shared expert.
+    const double ffn = c.is_moe() ? 3.0 * c.dim * (double(c.moe.n_experts_used) * c.moe.expert_ffn_dim +
+                                                   c.moe.shared_ffn_dim) + double(c.dim) * c.moe.n_experts
+                                  : 3.0 * c.dim * c.ffn_dim;
+    const double per_token = 2.0 * c.n_layers * (c.dim * (q + 2 * kv) + q * c.dim + ffn) +
                              2.0 * c.dim * c.vocab_size / len;  // logits for the last row only
     const double attention = 2.0 * 2.0 * c.n_layers * q * (double(len) * (len + 1) / 2);
     return batch * (per_token * len + attention);
@@ -151,7 +160,7 @@ LatencyResult bench_latency(const Model& model, const LatencyOptions& o) {
         const double mid_context = o.input_len + o.output_len / 2.0;
         const double kv_bytes =
             2.0 * c.n_layers * c.n_kv_heads * c.head_dim * double(kv_dtype_bytes(kv_dtype)) * mid_context * o.batch;
-        r.decode_bytes_per_step = weight_bytes_per_step(model) + kv_bytes;
+        r.decode_bytes_per_step = weight_bytes_per_step(model, o.batch) + kv_bytes;
         r.kv_dtype = kv_dtype;
         r.decode_gb_s = r.decode_bytes_per_step / (r.decode_step_ms / 1e3) / 1e9;
     }

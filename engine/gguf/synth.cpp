@@ -48,6 +48,34 @@ const SynthPreset kPresets[] = {
     // (tied), sliding window 512 on five layers of six.
     {"gemma3-270m", "gemma3", "Gemma 3 270M", 640, 18, 4, 1, 2048, 262144, 32768, true, false, 1000000.0f, 1e-6f,
      0.0f, 0.0f, 0.0f, 0, 256, 512},
+    // Mixtures of experts. The tiny ones (8 experts, 2 a token) are for tests.
+    {.name = "qwen3moe-tiny", .arch = "qwen3moe", .real_model = "tiny qwen3moe", .dim = 256, .n_layers = 2,
+     .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 512, .vocab_size = 1024, .context_len = 2048, .tied = false,
+     .qkv_bias = false, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .n_experts = 8, .n_experts_used = 2,
+     .expert_ffn_dim = 256},
+    {.name = "qwen2moe-tiny", .arch = "qwen2moe", .real_model = "tiny qwen2moe", .dim = 256, .n_layers = 2,
+     .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 512, .vocab_size = 1024, .context_len = 2048, .tied = false,
+     .qkv_bias = true, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .n_experts = 8, .n_experts_used = 2,
+     .expert_ffn_dim = 256, .shared_ffn_dim = 512},
+    // Mixtral is a llama file with experts: each expert is feed_forward_length wide.
+    {.name = "mixtral-tiny", .arch = "llama", .real_model = "tiny mixtral", .dim = 256, .n_layers = 2, .n_heads = 4,
+     .n_kv_heads = 2, .ffn_dim = 256, .vocab_size = 1024, .context_len = 2048, .tied = false, .qkv_bias = false,
+     .rope_base = 1000000.0f, .norm_eps = 1e-5f, .n_experts = 8, .n_experts_used = 2, .expert_ffn_dim = 256},
+    // Qwen3-30B-A3B: 48 layers, 128 experts of 768, 8 a token, head size 128 over 32 query heads.
+    {.name = "qwen3moe-30b-a3b", .arch = "qwen3moe", .real_model = "Qwen3 30B-A3B", .dim = 2048, .n_layers = 48,
+     .n_heads = 32, .n_kv_heads = 4, .ffn_dim = 6144, .vocab_size = 151936, .context_len = 40960, .tied = false,
+     .qkv_bias = false, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .key_length = 128, .n_experts = 128,
+     .n_experts_used = 8, .expert_ffn_dim = 768},
+    // Mixtral 8x7B: Mistral 7B's attention, 8 experts of 14336, 2 a token.
+    {.name = "mixtral-8x7b", .arch = "llama", .real_model = "Mixtral 8x7B", .dim = 4096, .n_layers = 32,
+     .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 14336, .vocab_size = 32000, .context_len = 32768, .tied = false,
+     .qkv_bias = false, .rope_base = 1000000.0f, .norm_eps = 1e-5f, .n_experts = 8, .n_experts_used = 2,
+     .expert_ffn_dim = 14336},
+    // Qwen1.5-MoE-A2.7B: 60 experts of 1408, 4 a token, and a shared expert of 5632.
+    {.name = "qwen2moe-a2.7b", .arch = "qwen2moe", .real_model = "Qwen1.5-MoE A2.7B", .dim = 2048, .n_layers = 24,
+     .n_heads = 16, .n_kv_heads = 16, .ffn_dim = 5632, .vocab_size = 151936, .context_len = 8192, .tied = false,
+     .qkv_bias = true, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .n_experts = 60, .n_experts_used = 4,
+     .expert_ffn_dim = 1408, .shared_ffn_dim = 5632},
 };
 
 }  // namespace
@@ -55,7 +83,9 @@ const SynthPreset kPresets[] = {
 std::span<const SynthPreset> synth_presets() { return kPresets; }
 
 bool SynthPreset::is_gemma3() const { return std::string_view(arch) == "gemma3"; }
-bool SynthPreset::has_qk_norm() const { return is_gemma3() || std::string_view(arch) == "qwen3"; }
+bool SynthPreset::has_qk_norm() const {
+    return is_gemma3() || std::string_view(arch) == "qwen3" || std::string_view(arch) == "qwen3moe";
+}
 
 const SynthPreset* find_synth_preset(std::string_view name) {
     for (const SynthPreset& p : kPresets)
@@ -124,22 +154,31 @@ SynthSpec parse_synth_spec(std::string_view spec) {
 // ---- the tensor plan and the Q4_K_M mix ---------------------------------------------
 
 // llama.cpp's Q4_K_M, as llama_tensor_get_type in src/llama-quant.cpp decides it
-// for a dense model (no experts, not 70B, not Falcon):
+// (not 70B, not Falcon):
 //   - output.weight, and token_embd.weight when it doubles as the output
 //     (tied: the file has no output.weight): Q6_K, but Q8_0 when the row
 //     length is not a multiple of Q4_K's 256;
 //   - attn_v and ffn_down: Q6_K on the layers where use_more_bits(i, n), the
 //     first and last eighth and every third layer between, else Q4_K;
 //   - everything else, token_embd included when untied: Q4_K;
+//   - with exactly 8 experts (Mixtral and its kin): attn_k and attn_v Q8_0,
+//     attn_output Q5_K; an expert tensor counts as its kind (ffn_down_exps is
+//     an ffn_down, on its layer); the routers are never quantized;
 //   - then tensor_type_fallback: a row length that is not a multiple of 256
 //     turns Q4_K into Q5_0, Q5_K into Q5_1 and Q6_K into Q8_0.
-GGMLType q4_k_m_type(SynthRole role, int32_t layer, int32_t n_layers, int64_t cols, bool tied) {
+GGMLType q4_k_m_type(SynthRole role, int32_t layer, int32_t n_layers, int64_t cols, bool tied, int32_t n_experts) {
     const auto use_more_bits = [](int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
+    if (role == SynthRole::Router || role == SynthRole::SharedGate) return GGMLType::F32;
+    const bool down = role == SynthRole::FfnDown || role == SynthRole::FfnDownExps;
     GGMLType t = GGMLType::Q4_K;
     if (role == SynthRole::Output || (tied && role == SynthRole::TokenEmbd))
         t = cols % kQK_K != 0 ? GGMLType::Q8_0 : GGMLType::Q6_K;
-    else if ((role == SynthRole::AttnV || role == SynthRole::FfnDown) && use_more_bits(layer, n_layers))
+    else if ((role == SynthRole::AttnV || down) && use_more_bits(layer, n_layers))
         t = GGMLType::Q6_K;
+    if (n_experts == 8) {
+        if (role == SynthRole::AttnV || role == SynthRole::AttnK) t = GGMLType::Q8_0;
+        if (role == SynthRole::AttnOutput) t = GGMLType::Q5_K;
+    }
 
     if (cols % kQK_K != 0) {
         if (t == GGMLType::Q4_K) t = GGMLType::Q5_0;
@@ -151,7 +190,10 @@ GGMLType q4_k_m_type(SynthRole role, int32_t layer, int32_t n_layers, int64_t co
 
 namespace {
 
-bool is_matrix(SynthRole r) { return r != SynthRole::Norm && r != SynthRole::Bias && r != SynthRole::RopeFreqs; }
+bool is_matrix(SynthRole r) {
+    return r != SynthRole::Norm && r != SynthRole::Bias && r != SynthRole::RopeFreqs && r != SynthRole::Router &&
+           r != SynthRole::SharedGate;
+}
 
 GGMLType matrix_type(const SynthPreset& p, SynthDType d, SynthRole role, int32_t layer, int64_t cols) {
     switch (d) {
@@ -159,7 +201,7 @@ GGMLType matrix_type(const SynthPreset& p, SynthDType d, SynthRole role, int32_t
         case SynthDType::F16: return GGMLType::F16;
         case SynthDType::BF16: return GGMLType::BF16;
         case SynthDType::Q8_0: return GGMLType::Q8_0;  // llama.cpp's Q8_0 keeps output.weight Q8_0 too
-        case SynthDType::Q4_K_M: return q4_k_m_type(role, layer, p.n_layers, cols, p.tied);
+        case SynthDType::Q4_K_M: return q4_k_m_type(role, layer, p.n_layers, cols, p.tied, p.n_experts);
     }
     return GGMLType::F32;
 }
@@ -194,9 +236,23 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, SynthDType dtype) {
         add(b + "attn_output.weight", SynthRole::AttnOutput, l, {q_dim, p.dim});
         if (p.is_gemma3()) add(b + "post_attention_norm.weight", SynthRole::Norm, l, {p.dim});
         add(b + "ffn_norm.weight", SynthRole::Norm, l, {p.dim});
-        add(b + "ffn_gate.weight", SynthRole::FfnGate, l, {p.dim, p.ffn_dim});
-        add(b + "ffn_up.weight", SynthRole::FfnUp, l, {p.dim, p.ffn_dim});
-        add(b + "ffn_down.weight", SynthRole::FfnDown, l, {p.ffn_dim, p.dim});
+        if (p.is_moe()) {  // llama.cpp's order: router, experts, shared expert
+            const int64_t e = p.n_experts, f = p.expert_ffn_dim;
+            add(b + "ffn_gate_inp.weight", SynthRole::Router, l, {p.dim, e});
+            add(b + "ffn_gate_exps.weight", SynthRole::FfnGateExps, l, {p.dim, f, e});
+            add(b + "ffn_down_exps.weight", SynthRole::FfnDownExps, l, {f, p.dim, e});
+            add(b + "ffn_up_exps.weight", SynthRole::FfnUpExps, l, {p.dim, f, e});
+            if (p.shared_ffn_dim > 0) {
+                add(b + "ffn_gate_inp_shexp.weight", SynthRole::SharedGate, l, {p.dim});
+                add(b + "ffn_gate_shexp.weight", SynthRole::FfnGate, l, {p.dim, p.shared_ffn_dim});
+                add(b + "ffn_down_shexp.weight", SynthRole::FfnDown, l, {p.shared_ffn_dim, p.dim});
+                add(b + "ffn_up_shexp.weight", SynthRole::FfnUp, l, {p.dim, p.shared_ffn_dim});
+            }
+        } else {
+            add(b + "ffn_gate.weight", SynthRole::FfnGate, l, {p.dim, p.ffn_dim});
+            add(b + "ffn_up.weight", SynthRole::FfnUp, l, {p.dim, p.ffn_dim});
+            add(b + "ffn_down.weight", SynthRole::FfnDown, l, {p.ffn_dim, p.dim});
+        }
         if (p.is_gemma3()) add(b + "post_ffw_norm.weight", SynthRole::Norm, l, {p.dim});
     }
     add("output_norm.weight", SynthRole::Norm, -1, {p.dim});
@@ -397,6 +453,14 @@ GGUFWriter synth_header(const SynthPreset& p, SynthDType dtype, uint64_t seed, b
         w.set_u32(a + "attention.value_length", static_cast<uint32_t>(p.key_length));
     }
     if (p.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+    if (p.is_moe()) {  // Mixtral's converter writes no expert width: the experts are feed_forward_length wide
+        w.set_u32(a + "expert_count", static_cast<uint32_t>(p.n_experts));
+        w.set_u32(a + "expert_used_count", static_cast<uint32_t>(p.n_experts_used));
+        if (std::string_view(p.arch) != "llama")
+            w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(p.expert_ffn_dim));
+        if (p.shared_ffn_dim > 0)
+            w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(p.shared_ffn_dim));
+    }
 
     const SynthVocab v = synth_vocab(p.vocab_size);
     w.set_string("tokenizer.ggml.model", "llama");

@@ -43,8 +43,16 @@ struct SynthPreset {
     int32_t rope_original_context = 0;
     int32_t key_length = 0;       // head size when it is not dim / n_heads (gemma3: 256)
     int32_t sliding_window = 0;   // gemma3's sliding layers
+    // Mixture of experts (0 experts: a dense FFN): ffn_dim is then the file's
+    // feed_forward_length, expert_ffn_dim each expert's width, shared_ffn_dim
+    // qwen2moe's shared expert's.
+    int32_t n_experts = 0;
+    int32_t n_experts_used = 0;
+    int32_t expert_ffn_dim = 0;
+    int32_t shared_ffn_dim = 0;
 
     int32_t head_dim() const { return key_length > 0 ? key_length : dim / n_heads; }
+    bool is_moe() const { return n_experts > 0; }
     bool is_gemma3() const;
     bool has_qk_norm() const;     // gemma3, qwen3
 };
@@ -71,7 +79,9 @@ SynthSpec parse_synth_spec(std::string_view spec);
 // One tensor of the file, before any data exists.
 enum class SynthRole {
     TokenEmbd, Output, AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown,  // matrices
-    Norm, Bias, RopeFreqs,                                                         // F32 vectors
+    FfnGateExps, FfnUpExps, FfnDownExps,  // 3-D: one matrix an expert
+    Router, SharedGate,                   // ffn_gate_inp(_shexp): F32 in every file, as llama.cpp leaves them
+    Norm, Bias, RopeFreqs,                // F32 vectors
 };
 struct SynthTensor {
     std::string name;
@@ -81,7 +91,11 @@ struct SynthTensor {
     std::vector<int64_t> ne;   // GGUF order: ne[0] is the row length
 
     int64_t cols() const { return ne[0]; }
-    int64_t rows() const { return ne.size() > 1 ? ne[1] : 1; }
+    int64_t rows() const {  // all of them: a 3-D tensor's experts one after another
+        int64_t r = 1;
+        for (size_t i = 1; i < ne.size(); ++i) r *= ne[i];
+        return r;
+    }
     uint64_t nbytes() const { return ggml_row_bytes(type, cols()) * static_cast<uint64_t>(rows()); }
 };
 
@@ -89,7 +103,7 @@ struct SynthTensor {
 std::vector<SynthTensor> synth_plan(const SynthPreset& p, SynthDType dtype);
 
 // The type llama.cpp's `llama-quantize ... Q4_K_M` gives a matrix (exposed for tests).
-GGMLType q4_k_m_type(SynthRole role, int32_t layer, int32_t n_layers, int64_t cols, bool tied);
+GGMLType q4_k_m_type(SynthRole role, int32_t layer, int32_t n_layers, int64_t cols, bool tied, int32_t n_experts = 0);
 
 // Llama 3.1's rope frequency divisors for head_dim/2 frequencies (empty when
 // the preset has no rope scaling).

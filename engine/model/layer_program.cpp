@@ -10,6 +10,8 @@ LayerProgram LayerProgram::from(const ModelConfig& c) {
     p.qk_norm = c.qk_norm;
     p.post_norms = c.post_norms;
     p.ffn_act = c.ffn_act;
+    p.moe = c.is_moe();
+    p.routing = {c.moe.n_experts, c.moe.n_experts_used, c.moe.renormalize};
     return p;
 }
 
@@ -49,6 +51,26 @@ void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L) {
     if (ctx.program.post_norms) be.add_rms_norm(b.proj, nullptr, L.post_ffn_norm, c.norm_eps, n, c.dim, b.proj);
 }
 
+void moe_ffn_block(const LayerContext& ctx, const LayerWeights& L) {
+    const ModelConfig& c = ctx.config;
+    const LayerBuffers& b = ctx.buf;
+    Backend& be = ctx.backend;
+    const int32_t n = ctx.n;
+    be.add_rms_norm(b.residual, b.proj, L.ffn_norm, c.norm_eps, n, c.dim, b.normed);
+    be.matmul(b.normed, *L.router, nullptr, n, b.router_logits);
+    be.moe_route(b.router_logits, n, ctx.program.routing, b.expert_ids, b.expert_weights);
+    be.moe_experts(b.normed, b.expert_ids, b.expert_weights, n, ctx.program.routing.k, *L.exp_gate, *L.exp_up,
+                   *L.exp_down, b.proj);
+    if (!L.shared_gate) return;
+    const int32_t width = c.moe.shared_ffn_dim;
+    const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, b.gate}, {L.w_up.get(), nullptr, b.up},
+                                             {L.shared_gate.get(), nullptr, b.shared_gate}};
+    be.matmul_shared_input(b.normed, gate_up, n);
+    be.swiglu(b.gate, b.up, n, width, b.hidden);
+    be.matmul(b.hidden, *L.w_down, nullptr, n, b.shared_out);
+    be.add_sigmoid_gated(b.shared_gate, b.shared_out, n, c.dim, b.proj);
+}
+
 void run_layer_program(const LayerContext& ctx, const ModelWeights& w, int32_t logits_rows, float* last_rows,
                        float* logits) {
     const ModelConfig& c = ctx.config;
@@ -60,7 +82,10 @@ void run_layer_program(const LayerContext& ctx, const ModelWeights& w, int32_t l
     const float* delta = nullptr;  // the previous layer's output, added to the residual by the next norm
     for (int32_t l = 0; l < c.n_layers; ++l) {
         attention_block(ctx, w.layers[l], l, delta);
-        dense_ffn_block(ctx, w.layers[l]);
+        if (ctx.program.moe)
+            moe_ffn_block(ctx, w.layers[l]);
+        else
+            dense_ffn_block(ctx, w.layers[l]);
         delta = b.proj;
     }
     // Only the rows that want logits go through the final norm and the LM head.

@@ -1,8 +1,8 @@
 // The per-architecture layer program: what one transformer layer runs, as
 // two steps over the step's rows, the attention block and the FFN block.
 // The architecture's choices (ModelConfig's flags from the registry in
-// model.cpp) are held in LayerProgram; the dense gated FFN is one step, which
-// a mixture-of-experts FFN can replace without touching attention.
+// model.cpp) are held in LayerProgram; the FFN block is the dense gated FFN
+// or, in a mixture-of-experts model, the routed experts (moe_ffn_block).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,12 @@ struct LayerBuffers {
     float* gate = nullptr;      // [ffn_dim]
     float* up = nullptr;
     float* hidden = nullptr;
+    // A mixture-of-experts FFN's (null in a dense model):
+    float* router_logits = nullptr;   // [n_experts]
+    int32_t* expert_ids = nullptr;    // [k]: the experts each row runs
+    float* expert_weights = nullptr;  // [k]
+    float* shared_gate = nullptr;     // [1]: the shared expert's gate logit
+    float* shared_out = nullptr;      // [dim]: the shared expert's output
 };
 
 // What differs between the architectures inside a layer (llama, qwen2, qwen3, gemma3).
@@ -32,6 +38,8 @@ struct LayerProgram {
     bool qk_norm = false;      // RMSNorm over each head of q and k before rope (qwen3, gemma3)
     bool post_norms = false;   // RMSNorm on each block's output before the residual add (gemma3)
     FfnActivation ffn_act = FfnActivation::SiLU;  // the gated FFN's activation
+    bool moe = false;          // the FFN is a mixture of experts (moe_ffn_block)
+    MoeRouting routing;        // its routing
 
     static LayerProgram from(const ModelConfig& c);
 };
@@ -52,6 +60,11 @@ void attention_block(const LayerContext& ctx, const LayerWeights& L, int32_t lay
 // residual += proj; normed = norm(residual); gate/up, the activation, down
 // (+ post norm) into proj. The dense FFN: the step a MoE FFN would replace.
 void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L);
+
+// residual += proj; normed = norm(residual); the router's logits, each row's
+// top-k experts and weights, the experts' weighted sum into proj, and (qwen2moe)
+// the shared expert's output times sigmoid(its gate) added to it.
+void moe_ffn_block(const LayerContext& ctx, const LayerWeights& L);
 
 // The whole stack: embeddings, every layer's two blocks, and (for logits_rows
 // > 0) the final norm, the logits rows' gather and the LM head into `logits`.

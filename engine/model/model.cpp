@@ -16,6 +16,14 @@ const Architecture kArchitectures[] = {
     {"llama", /*rope_neox=*/false, /*qkv_bias=*/false},
     {"qwen2", /*rope_neox=*/true, /*qkv_bias=*/true},
     {"qwen3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true},
+    // Qwen1.5-MoE, Qwen2-MoE: qwen2's attention; routed experts whose weights
+    // are not renormalised, and a shared expert gated by sigmoid(x . w).
+    {"qwen2moe", /*rope_neox=*/true, /*qkv_bias=*/true, /*qk_norm=*/false, /*post_norms=*/false,
+     /*embed_scale=*/false, FfnActivation::SiLU, /*swa_pattern=*/0, /*rope_base_swa=*/0, /*moe_required=*/true,
+     /*moe_renormalize=*/false, /*moe_shared_expert=*/true},
+    // Qwen3-MoE (30B-A3B, 235B-A22B): qwen3's attention; top-k renormalised.
+    {"qwen3moe", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true, /*post_norms=*/false,
+     /*embed_scale=*/false, FfnActivation::SiLU, /*swa_pattern=*/0, /*rope_base_swa=*/0, /*moe_required=*/true},
     // Gemma 3: GeGLU, q/k norms, norms after attention and FFN too, embeddings
     // scaled by sqrt(dim); five sliding-window layers (rope base 10k) to one global.
     // The GGUF converter has already added Gemma's +1 to every norm weight.
@@ -27,6 +35,42 @@ int32_t get_dim(const GGUFFile& f, const std::string& key) {
     const uint64_t v = f.get_uint(key);
     if (v == 0 || v > (1u << 24)) throw ModelError(fmt::format("{}: {} = {} is out of range", f.path(), key, v));
     return static_cast<int32_t>(v);
+}
+
+// The expert keys as llama.cpp reads them: expert_count and expert_used_count
+// (a llama file with experts is Mixtral); expert_feed_forward_length, else
+// feed_forward_length / expert_used_count for qwen2moe and qwen3moe and
+// feed_forward_length for Mixtral; qwen2moe's expert_shared_feed_forward_length,
+// else feed_forward_length.
+void read_moe_config(const GGUFFile& f, const Architecture& arch, ModelConfig& c) {
+    const std::string p = c.arch + ".";
+    if (!f.has(p + "expert_count") || f.get_uint(p + "expert_count") == 0) {
+        if (arch.moe_required)
+            throw ModelError(fmt::format("{}: {} is a mixture-of-experts architecture, but {}expert_count is missing",
+                                         f.path(), c.arch, p));
+        return;
+    }
+    MoeConfig& m = c.moe;
+    m.n_experts = get_dim(f, p + "expert_count");
+    if (!f.has(p + "expert_used_count"))
+        throw ModelError(fmt::format("{}: {}expert_used_count is missing", f.path(), p));
+    const uint64_t used = f.get_uint(p + "expert_used_count");
+    if (used == 0 || used > uint64_t(m.n_experts))
+        throw ModelError(fmt::format("{}: expert_used_count {} must be between 1 and expert_count {}", f.path(), used,
+                                     m.n_experts));
+    m.n_experts_used = int32_t(used);
+    if (f.has(p + "expert_feed_forward_length"))
+        m.expert_ffn_dim = get_dim(f, p + "expert_feed_forward_length");
+    else
+        m.expert_ffn_dim = arch.moe_required ? c.ffn_dim / m.n_experts_used : c.ffn_dim;
+    if (m.expert_ffn_dim <= 0) throw ModelError(fmt::format("{}: the experts' FFN width is 0", f.path()));
+    if (arch.moe_shared_expert)
+        m.shared_ffn_dim = f.has(p + "expert_shared_feed_forward_length")
+                               ? get_dim(f, p + "expert_shared_feed_forward_length")
+                               : c.ffn_dim;
+    m.renormalize = arch.moe_renormalize;
+    if (c.ffn_act != FfnActivation::SiLU)
+        throw ModelError(fmt::format("{}: experts with a GELU FFN are not supported", f.path()));
 }
 
 }  // namespace
@@ -99,11 +143,32 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
         c.rope_swa.position_scale = 1.0f;
     }
 
+    read_moe_config(f, *arch, c);
+
     const GGUFTensorInfo& embd = f.tensor("token_embd.weight");
     c.vocab_size = static_cast<int32_t>(embd.rows());
     c.tied_output = f.find_tensor("output.weight") == nullptr;
     c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
     return c;
+}
+
+double ExpertWeights::fraction_read(int32_t tokens) const {
+    if (n_experts <= 0) return 0.0;
+    return 1.0 - std::pow(1.0 - double(n_experts_used) / n_experts, std::max(tokens, 0));
+}
+
+ExpertWeights expert_weights(const GGUFFile& f) {
+    ExpertWeights x;
+    const std::string p = f.get_string_or("general.architecture", "") + ".";
+    if (!f.has(p + "expert_count") || !f.has(p + "expert_used_count")) return x;
+    x.n_experts = int32_t(f.get_uint(p + "expert_count"));
+    x.n_experts_used = int32_t(f.get_uint(p + "expert_used_count"));
+    for (const GGUFTensorInfo& t : f.tensors())
+        if (t.name.ends_with("_exps.weight")) {
+            x.params += uint64_t(t.n_elements());
+            x.bytes += t.nbytes;
+        }
+    return x;
 }
 
 Model::Model(GGUFFile file, Backend& backend) : file_(std::move(file)), backend_(backend) {}
@@ -156,6 +221,41 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         return p;
     };
 
+    // The experts of a layer: a 3-D tensor, ne = [cols, rows, n_experts].
+    auto experts = [&](const std::string& name, int64_t rows, int64_t cols) {
+        const GGUFTensorInfo& t = f.tensor(name);
+        const int64_t n = c.moe.n_experts;
+        if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n)
+            throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}, {}]", f.path(), name,
+                                         fmt::join(t.ne, ", "), cols, rows, n));
+        try {
+            return backend.pack_experts({name, t.type, rows * n, cols, t.data}, int32_t(n));
+        } catch (const std::invalid_argument& e) {
+            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
+        }
+    };
+    auto load_moe_layer = [&](const std::string& b, LayerWeights& L) {
+        const MoeConfig& moe = c.moe;
+        L.router = matrix(b + "ffn_gate_inp.weight", moe.n_experts, c.dim);
+        L.exp_gate = experts(b + "ffn_gate_exps.weight", moe.expert_ffn_dim, c.dim);
+        L.exp_up = experts(b + "ffn_up_exps.weight", moe.expert_ffn_dim, c.dim);
+        L.exp_down = experts(b + "ffn_down_exps.weight", c.dim, moe.expert_ffn_dim);
+        if (moe.shared_ffn_dim > 0) {
+            L.w_gate = matrix(b + "ffn_gate_shexp.weight", moe.shared_ffn_dim, c.dim);
+            L.w_up = matrix(b + "ffn_up_shexp.weight", moe.shared_ffn_dim, c.dim);
+            L.w_down = matrix(b + "ffn_down_shexp.weight", c.dim, moe.shared_ffn_dim);
+            // [dim] in the file: one output feature.
+            const GGUFTensorInfo& g = f.tensor(b + "ffn_gate_inp_shexp.weight");
+            if (g.n_elements() != c.dim)
+                throw ModelError(fmt::format("{}: tensor '{}' has {} elements, expected {}", f.path(),
+                                             b + "ffn_gate_inp_shexp.weight", g.n_elements(), c.dim));
+            L.shared_gate = backend.pack_weight({b + "ffn_gate_inp_shexp.weight", g.type, 1, c.dim, g.data});
+        }
+    };
+
+    if (c.is_moe() && !backend.supports_moe())
+        throw ModelError(fmt::format("{}: the {} backend does not run mixture-of-experts models yet", f.path(),
+                                     backend.name()));
     ModelWeights& w = m->weights_;
     const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
     w.token_embd = matrix("token_embd.weight", c.vocab_size, c.dim);
@@ -185,9 +285,13 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         }
         if (c.post_norms) L.post_attn_norm = vector(b + "post_attention_norm.weight", c.dim);
         L.ffn_norm = vector(b + "ffn_norm.weight", c.dim);
-        L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim);
-        L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim);
-        L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim);
+        if (c.is_moe())
+            load_moe_layer(b, L);
+        else {
+            L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim);
+            L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim);
+            L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim);
+        }
         if (c.post_norms) L.post_ffn_norm = vector(b + "post_ffw_norm.weight", c.dim);
     }
     return m;

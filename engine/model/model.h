@@ -30,9 +30,25 @@ struct Architecture {
     FfnActivation ffn_act = FfnActivation::SiLU;
     int32_t swa_pattern = 0;    // every swa_pattern-th layer attends globally, the others slide; 0: none slide
     float rope_base_swa = 0;    // the sliding layers' rope base (gemma3: 10,000)
+    // Mixture of experts: whether the FFN must be one (qwen2moe, qwen3moe; a
+    // llama file is one when it has experts: Mixtral), whether the k routing
+    // weights are divided by their sum, and whether a shared expert with a
+    // sigmoid gate runs beside the routed ones (qwen2moe).
+    bool moe_required = false;
+    bool moe_renormalize = true;
+    bool moe_shared_expert = false;
 };
 const Architecture* find_architecture(const std::string& name);  // nullptr if unsupported
 std::vector<std::string> supported_architectures();
+
+// A mixture-of-experts FFN's shape (n_experts == 0: the FFN is dense).
+struct MoeConfig {
+    int32_t n_experts = 0;       // expert_count
+    int32_t n_experts_used = 0;  // expert_used_count: k, the experts each token runs
+    int32_t expert_ffn_dim = 0;  // expert_feed_forward_length
+    int32_t shared_ffn_dim = 0;  // expert_shared_feed_forward_length (qwen2moe); 0: no shared expert
+    bool renormalize = true;     // the k weights divided by their sum
+};
 
 struct ModelConfig {
     std::string arch;
@@ -58,6 +74,12 @@ struct ModelConfig {
     int32_t sliding_window = 0; // tokens a sliding layer sees (itself included); 0: no sliding layers
     int32_t swa_pattern = 0;
     RopeParams rope_swa;        // the sliding layers' rope
+    MoeConfig moe;
+
+    bool is_moe() const { return moe.n_experts > 0; }
+    // The width of the dense FFN the layers run: the FFN itself, or a MoE
+    // model's shared expert (0 when it has none).
+    int32_t dense_ffn_dim() const { return is_moe() ? moe.shared_ffn_dim : ffn_dim; }
 
     bool is_sliding(int32_t layer) const {
         return sliding_window > 0 && swa_pattern > 0 && (layer + 1) % swa_pattern != 0;
@@ -66,6 +88,20 @@ struct ModelConfig {
     // Reads `{arch}.*` keys; throws ModelError naming what is missing or unsupported.
     static ModelConfig from_gguf(const GGUFFile& file);
 };
+
+// What a mixture-of-experts file's experts weigh (all zero in a dense file):
+// their tensors (*_exps) hold n_experts matrices each, of which a token runs
+// n_experts_used.
+struct ExpertWeights {
+    int32_t n_experts = 0;
+    int32_t n_experts_used = 0;
+    uint64_t params = 0;  // in the *_exps tensors
+    uint64_t bytes = 0;
+    // The share of the experts' bytes that a step of `tokens` rows reads when
+    // each token picks its k of E experts uniformly: 1 - (1 - k/E)^tokens.
+    double fraction_read(int32_t tokens) const;
+};
+ExpertWeights expert_weights(const GGUFFile& file);
 
 struct LayerWeights {
     float* attn_norm = nullptr;
@@ -77,8 +113,15 @@ struct LayerWeights {
     float* k_norm = nullptr;
     float* post_attn_norm = nullptr;    // post_norms: [dim]
     float* ffn_norm = nullptr;
+    // The dense FFN; in a MoE model with a shared expert, that expert.
     std::unique_ptr<PackedWeight> w_gate, w_up, w_down;
     float* post_ffn_norm = nullptr;
+    // A mixture-of-experts FFN: the router (ffn_gate_inp, [n_experts, dim]),
+    // the experts (ffn_{gate,up,down}_exps), and the shared expert's gate
+    // (ffn_gate_inp_shexp, [1, dim]).
+    std::unique_ptr<PackedWeight> router;
+    std::unique_ptr<PackedExperts> exp_gate, exp_up, exp_down;
+    std::unique_ptr<PackedWeight> shared_gate;
 };
 
 struct ModelWeights {

@@ -41,7 +41,8 @@ StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket) {
     const int32_t n = plan.num_tokens(), seqs = plan.num_seqs(), r = bucket.rows_per_seq;
     const int32_t rows = bucket.rows(), width = bucket.blocks_per_seq;
     if (n != seqs * r || bucket.seqs < seqs || width < plan.max_blocks_per_seq)
-        throw std::invalid_argument("pad_decode_plan: the plan's sequences do not have the bucket's rows, or exceed it");
+        throw std::invalid_argument(
+            "pad_decode_plan: the plan's sequences do not have the bucket's rows, or exceed it");
     StepPlan out;
     out.token_ids = plan.token_ids;
     out.positions = plan.positions;
@@ -69,8 +70,11 @@ size_t runner_workspace_bytes(const ModelConfig& c, const RunnerLimits& limits) 
     const int64_t n = limits.max_num_batched_tokens;
     const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
     const int64_t logits_rows = limits.max_logits_rows > 0 ? limits.max_logits_rows : limits.max_num_seqs;
-    const int64_t floats = n * (3 * int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 3 * int64_t(c.ffn_dim)) +
-                           logits_rows * (int64_t(c.dim) + c.vocab_size);
+    const int64_t ffn = std::max(c.dense_ffn_dim(), 1);
+    int64_t floats = n * (3 * int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 3 * ffn) +
+                     logits_rows * (int64_t(c.dim) + c.vocab_size);
+    if (c.is_moe())  // router logits, ids and weights, the shared gate and output
+        floats += n * (int64_t(c.moe.n_experts) + 2 * c.moe.n_experts_used + 1 + c.dim);
     return size_t(floats) * sizeof(float);
 }
 
@@ -111,9 +115,17 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     v_ = buffer(n, kv_dim);
     attn_ = buffer(n, q_dim);
     proj_ = buffer(n, c.dim);
-    gate_ = buffer(n, c.ffn_dim);
-    up_ = buffer(n, c.ffn_dim);
-    hidden_ = buffer(n, c.ffn_dim);
+    const int64_t ffn = std::max(c.dense_ffn_dim(), 1);
+    gate_ = buffer(n, ffn);
+    up_ = buffer(n, ffn);
+    hidden_ = buffer(n, ffn);
+    if (c.is_moe()) {
+        moe_.router_logits = buffer(n, c.moe.n_experts);
+        moe_.expert_ids = reinterpret_cast<int32_t*>(buffer(n, c.moe.n_experts_used));
+        moe_.expert_weights = buffer(n, c.moe.n_experts_used);
+        moe_.shared_gate = buffer(n, 1);
+        moe_.shared_out = buffer(n, c.dim);
+    }
     last_rows_ = buffer(limits_.max_logits_rows, c.dim);
     logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
 
@@ -162,7 +174,17 @@ void ModelRunner::forward(const StepPlan& plan) {
 }
 
 void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
-    const LayerBuffers buf{residual_, normed_, q_, k_, v_, attn_, proj_, gate_, up_, hidden_};
+    LayerBuffers buf = moe_;
+    buf.residual = residual_;
+    buf.normed = normed_;
+    buf.q = q_;
+    buf.k = k_;
+    buf.v = v_;
+    buf.attn = attn_;
+    buf.proj = proj_;
+    buf.gate = gate_;
+    buf.up = up_;
+    buf.hidden = hidden_;
     const LayerContext ctx{model_.config(), program_, backend_, buf, cache_, n};
     run_layer_program(ctx, model_.weights(), logits_rows, last_rows_, logits_);
 }

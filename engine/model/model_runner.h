@@ -108,6 +108,7 @@ private:
     float* gate_ = nullptr;
     float* up_ = nullptr;
     float* hidden_ = nullptr;
+    LayerBuffers moe_;  // a MoE model's buffers (router_logits and after)
     float* last_rows_ = nullptr;   // [max_logits_rows x dim]
     float* logits_ = nullptr;      // [max_logits_rows x vocab]
     std::vector<void*> allocations_;

@@ -14,6 +14,7 @@
 #include "kernels/formats/quant.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace minfer {
@@ -27,6 +28,12 @@ namespace {
 struct CpuWeight : PackedWeight {
     cpu::MatmulWeight m;
     cpu::PanelMatrix panels;
+};
+
+// One CpuWeight an expert, each a slice of the file's 3-D tensor.
+struct CpuExperts : PackedExperts {
+    std::vector<std::unique_ptr<PackedWeight>> experts;
+    std::vector<cpu::MatmulWeight> m;  // experts[e]'s, for cpu::moe_experts
 };
 
 class CpuBackend final : public Backend {
@@ -71,6 +78,43 @@ public:
             w->m.panels = &w->panels;
         }
         return w;
+    }
+
+    bool supports_moe() const override { return true; }
+
+    std::unique_ptr<PackedExperts> pack_experts(const WeightView& all, int32_t n_experts) override {
+        if (n_experts <= 0 || all.rows % n_experts != 0)
+            throw std::invalid_argument("cpu: expert tensor '" + all.name + "' does not split into its experts");
+        auto x = std::make_unique<CpuExperts>();
+        x->name = all.name;
+        x->type = all.type;
+        x->n_experts = n_experts;
+        x->rows = all.rows / n_experts;
+        x->cols = all.cols;
+        const size_t expert_bytes = ggml_row_bytes(all.type, all.cols) * size_t(x->rows);
+        for (int32_t e = 0; e < n_experts; ++e) {
+            x->experts.push_back(pack_weight({all.name, all.type, x->rows, x->cols, all.data + e * expert_bytes}));
+            x->m.push_back(static_cast<const CpuWeight&>(*x->experts.back()).m);
+        }
+        return x;
+    }
+
+    void moe_route(const float* logits, int32_t rows, const MoeRouting& r, int32_t* ids, float* weights) override {
+        cpu::moe_route(logits, rows, r.n_experts, r.k, r.renormalize, ids, weights);
+    }
+
+    void moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
+                     const PackedExperts& gate, const PackedExperts& up, const PackedExperts& down,
+                     float* out) override {
+        const auto m = [](const PackedExperts& p) { return std::span(static_cast<const CpuExperts&>(p).m); };
+        cpu::moe_experts(pool_, m(gate), m(up), m(down), x, ids, weights, rows, k, moe_scratch_, out);
+    }
+
+    void add_sigmoid_gated(const float* gate_logit, const float* y, int32_t rows, int32_t dim, float* out) override {
+        for_rows(rows, dim, [&](int64_t r) {
+            const float g = 1.0f / (1.0f + std::exp(-gate_logit[r]));
+            for (int64_t i = r * dim; i < (r + 1) * dim; ++i) out[i] += g * y[i];
+        });
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
@@ -284,6 +328,7 @@ private:
     std::vector<cpu::AttentionTile> tiles_;  // paged_attention's, kept to reuse the memory
     std::vector<size_t> order_;              // the order the pool takes them in
     std::vector<float> freqs_;  // rope_kv_write's frequencies
+    cpu::MoeScratch moe_scratch_;
 };
 
 }  // namespace

@@ -9,7 +9,11 @@
 #include <vector>
 
 #include "../rel_error.h"
+#include "engine/core/plan_builder.h"
 #include "engine/gguf/synth.h"
+#include "engine/model/model.h"
+#include "engine/model/model_runner.h"
+#include "kvcache/block_manager.h"
 
 namespace minfer::synth_test {
 
@@ -37,6 +41,26 @@ inline const SynthPreset kSmallQwen3 = {"test-qwen3", "qwen3", "test", 96, 2, 4,
 // the 9-token test sees windows bite), head size 48 over 2 query heads.
 inline const SynthPreset kSmallGemma3 = {"test-gemma3", "gemma3", "test", 64, 7, 2, 1, 128, 320, 128, true, false,
                                          1000000.0f, 1e-6f, 0.0f, 0.0f, 0.0f, 0, 48, 4};
+
+// Every row's logits from one prefill of `tokens`.
+inline std::vector<std::vector<float>> prefill_logits(const Model& model, const std::vector<int32_t>& tokens) {
+    const int32_t n = static_cast<int32_t>(tokens.size()), block_size = 4, blocks = n / block_size + 2;
+    BlockManager manager(blocks, block_size, false);
+    ModelRunner runner(model, {n, n, blocks, block_size});
+    SequenceState seq;
+    seq.tokens = tokens;
+    std::vector<BlockCopy> copies;
+    REQUIRE(manager.allocate(seq.blocks, 0, n, copies));
+    PlanBuilder planner(block_size);
+    planner.add_rows(seq, n);
+    for (int32_t r = 0; r < n; ++r) planner.add_logits_row(r);
+    runner.forward(planner.finish());
+    const std::vector<float> l = runner.logits();
+    const size_t vocab = static_cast<size_t>(model.config().vocab_size);
+    std::vector<std::vector<float>> out;
+    for (size_t r = 0; r < tokens.size(); ++r) out.emplace_back(l.begin() + r * vocab, l.begin() + (r + 1) * vocab);
+    return out;
+}
 
 inline double relative_rms(const std::vector<float>& got, const std::vector<float>& want) {
     return minfer::test::rel_error(got, want);

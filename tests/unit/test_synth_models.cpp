@@ -158,26 +158,6 @@ std::vector<std::vector<double>> reference_logits(const SynthPreset& p, const GG
     return logits;
 }
 
-// Every row's logits from one prefill of `tokens`.
-std::vector<std::vector<float>> run_logits(const Model& model, const std::vector<int32_t>& tokens) {
-    const int32_t n = static_cast<int32_t>(tokens.size()), block_size = 4, blocks = n / block_size + 2;
-    BlockManager manager(blocks, block_size, false);
-    ModelRunner runner(model, {n, n, blocks, block_size});
-    SequenceState seq;
-    seq.tokens = tokens;
-    std::vector<BlockCopy> copies;
-    REQUIRE(manager.allocate(seq.blocks, 0, n, copies));
-    PlanBuilder planner(block_size);
-    planner.add_rows(seq, n);
-    for (int32_t r = 0; r < n; ++r) planner.add_logits_row(r);
-    runner.forward(planner.finish());
-    const std::vector<float> l = runner.logits();
-    const size_t vocab = static_cast<size_t>(model.config().vocab_size);
-    std::vector<std::vector<float>> out;
-    for (size_t r = 0; r < tokens.size(); ++r) out.emplace_back(l.begin() + r * vocab, l.begin() + (r + 1) * vocab);
-    return out;
-}
-
 }  // namespace
 
 TEST_CASE("small synthetic llama3, qwen2, qwen3 and gemma3 models run and match a double-precision transformer") {
@@ -193,7 +173,7 @@ TEST_CASE("small synthetic llama3, qwen2, qwen3 and gemma3 models run and match 
         CHECK(model->config().qkv_bias == p->qkv_bias);
         CHECK(model->config().has_rope_freqs == (p->rope_factor > 0));
         CHECK(model->config().tied_output == p->tied);
-        const auto got = run_logits(*model, tokens);
+        const auto got = prefill_logits(*model, tokens);
         CHECK(minfer::test::rel_error_rows(got, ref) < 1e-5);
         // Random weights, sane activations: logits of order 1, not tiny, not huge.
         double squares = 0;
@@ -213,7 +193,7 @@ TEST_CASE("synthetic models of every dtype load and generate, from memory as fro
         const auto from_file = Model::load(path, *backend);
         const auto in_memory = Model::load(open_model_source("", std::string("tiny:") + synth_dtype_name(d)), *backend);
         const std::vector<int32_t> tokens = {1, 363, 368, 323};
-        const auto a = run_logits(*from_file, tokens), b = run_logits(*in_memory, tokens);
+        const auto a = prefill_logits(*from_file, tokens), b = prefill_logits(*in_memory, tokens);
         CHECK(a == b);
         for (const auto& row : a)
             for (float v : row) REQUIRE(std::isfinite(v));
@@ -240,9 +220,9 @@ TEST_CASE("quantized synthetic models stay close to their f32 original (relative
     const std::vector<int32_t> tokens = {1, 363, 368, 323, 100, 42, 7, 250};
     for (const char* name : {"tiny", "l134m"}) {
         auto backend = make_cpu_backend();
-        const auto f32 = run_logits(*Model::load(open_model_source("", std::string(name) + ":f32"), *backend), tokens);
+        const auto f32 = prefill_logits(*Model::load(open_model_source("", std::string(name) + ":f32"), *backend), tokens);
         for (const Bound& b : bounds) {
-            const auto got = run_logits(
+            const auto got = prefill_logits(
                 *Model::load(open_model_source("", std::string(name) + ":" + synth_dtype_name(b.dtype)), *backend),
                 tokens);
             double worst = 0;
