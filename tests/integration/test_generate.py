@@ -181,3 +181,22 @@ def test_mixed_workload_byte_identical_with_speculation(tmp_path, flags, draft_m
     for i in greedy:
         assert got[i] == expected[i], requests[i]
     assert re.search(r"speculative decoding \((ngram|draft), k=\d\): [1-9]\d* drafts", proc.stderr), proc.stderr
+
+
+def test_mixed_workload_on_a_moe_model(tmp_path):
+    # The first 32 of those requests on a mixture-of-experts model (the tiny
+    # qwen3moe preset, built in memory): roomy, and in tiny chunks that preempt
+    # and hit the prefix cache, the bytes are the same (the experts' combine is
+    # batch-invariant).
+    src = tmp_path / "requests.jsonl"
+    src.write_text("".join((MIXED64 / "requests.jsonl").read_text().splitlines(keepends=True)[:32]))
+    outputs = []
+    for flags in [[], ["--max-num-batched-tokens", "16", "--num-kv-blocks", "40", "--block-size", "8",
+                       "--scheduling-policy", "priority"]]:
+        dst = tmp_path / f"results{len(outputs)}.jsonl"
+        proc = run_minfer("generate", "--synthetic", "qwen3moe-tiny:q8_0", "--input", src, "--output", dst,
+                          "--max-step-ms", "0", *flags, timeout=600)
+        outputs.append(dst.read_bytes())
+    assert re.search(r"[1-9]\d* preemptions", proc.stderr), proc.stderr
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0].splitlines()) == 32

@@ -3,6 +3,7 @@
 // Hugging Face transformers in float64 (references made offline by
 // tests/oracles/moe_hf.py, in tests/unit/data/moe_oracle/), every dtype
 // loading, the engine's batching on a MoE model, and bad files refused.
+// (tests/oracles/mixtral_hf.py builds transformers' Mixtral from the file's weights.)
 #include "engine_test_fixture.h"
 
 #include <boost/json.hpp>
@@ -162,8 +163,10 @@ std::vector<T> json_array(const boost::json::value& v) {
 
 }  // namespace
 
-TEST_CASE("moe: the tiny qwen3moe and qwen2moe presets match transformers in float64") {
-    for (const char* name : {"qwen3moe-tiny", "qwen2moe-tiny"}) {
+TEST_CASE("moe: the tiny qwen3moe, qwen2moe and Mixtral presets match transformers in float64") {
+    // Mixtral's reference is transformers' MixtralForCausalLM built from the
+    // file's weights (tests/oracles/mixtral_hf.py): its GGUF loader has no Mixtral.
+    for (const char* name : {"qwen3moe-tiny", "qwen2moe-tiny", "mixtral-tiny"}) {
         CAPTURE(name);
         std::ifstream in(std::string(MINFER_SOURCE_DIR) + "/tests/unit/data/moe_oracle/" + name + ".json");
         REQUIRE(in);
