@@ -79,7 +79,7 @@ import numpy as np
 import torch
 from gguf import GGUFReader
 from gguf.quants import dequantize
-from moe_hf import patch_float64, read_gguf  # noqa: E402  (float64 pieces shared with moe_hf.py)
+from moe_hf import greedy_and_logprobs, patch_float64, read_gguf  # noqa: E402  (float64 pieces shared with moe_hf.py)
 from transformers import MixtralConfig, MixtralForCausalLM
 
 ARCH = "llama"
@@ -331,33 +331,10 @@ def main():
         patch_float64(model, used["rope_theta"], used["head_dim"])
     t_load = time.time() - t0
 
-    out, margins, logits = [], [], None
-    with torch.no_grad():
-        for _ in range(a.n):
-            logits = model(torch.tensor([ids + out], device=a.device), use_cache=False).logits[0]
-            top = torch.topk(logits[-1], 2)
-            margins.append(float(top.values[0] - top.values[1]))
-            out.append(int(top.indices[0]))
-        if logits is None:  # n == 0: the prompt's own pass
-            logits = model(torch.tensor([ids], device=a.device), use_cache=False).logits[0]
-    # `logits` is the pass over seq[:-1] (or the prompt when n == 0): rows for every position
-    # that predicts a next token, and the last prompt position's row.
-    seq = ids + out
-    logp = torch.log_softmax(logits.to(torch.float64), dim=-1).cpu()
-    token_logprobs = [float(logp[i, seq[i + 1]]) for i in range(len(seq) - 1)]
-    result = {
-        "architecture": used["architecture"],
-        "dtype": a.dtype,
-        "prompt_ids": ids,
-        "generated_ids": out,
-        "margins": margins,
-        "token_logprobs": token_logprobs,
-        "last_prompt_position": len(ids) - 1,
-        "last_prompt_logprobs": logp[len(ids) - 1].tolist(),
-        "config": used,
-        "config_overrides": {},
-        "seconds": {"load": round(t_load, 3), "total": round(time.time() - t0, 3)},
-    }
+    result = greedy_and_logprobs(model, ids, a.n, a.device)
+    result = {"architecture": used["architecture"], "dtype": a.dtype, **result, "config": used,
+              "config_overrides": {},
+              "seconds": {"load": round(t_load, 3), "total": round(time.time() - t0, 3)}}
     print(json.dumps(result))
 
 

@@ -274,6 +274,32 @@ def accept_2d_shexp_gate():
     proc._moe_hf_flat_shexp = True
 
 
+def greedy_and_logprobs(model, ids, n, device):
+    """n greedy steps from the prompt `ids`, then the log-probs: the JSON's prompt_ids,
+    generated_ids, margins, token_logprobs, last_prompt_position and last_prompt_logprobs."""
+    out, margins, logits = [], [], None
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids + out], device=device), use_cache=False).logits[0]
+            top = torch.topk(logits[-1], 2)
+            margins.append(float(top.values[0] - top.values[1]))
+            out.append(int(top.indices[0]))
+        if logits is None:  # n == 0: the prompt's own pass
+            logits = model(torch.tensor([ids], device=device), use_cache=False).logits[0]
+    # `logits` is the pass over seq[:-1] (or the prompt when n == 0): rows for every position
+    # that predicts a next token, and the last prompt position's row.
+    seq = ids + out
+    logp = torch.log_softmax(logits.to(torch.float64), dim=-1).cpu()
+    return {
+        "prompt_ids": ids,
+        "generated_ids": out,
+        "margins": margins,
+        "token_logprobs": [float(logp[i, seq[i + 1]]) for i in range(len(seq) - 1)],
+        "last_prompt_position": len(ids) - 1,
+        "last_prompt_logprobs": logp[len(ids) - 1].tolist(),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -315,33 +341,10 @@ def main():
         patch_float64(model, used["rope_theta"], used["head_dim"])
     t_load = time.time() - t0
 
-    out, margins, logits = [], [], None
-    with torch.no_grad():
-        for _ in range(a.n):
-            logits = model(torch.tensor([ids + out], device=a.device), use_cache=False).logits[0]
-            top = torch.topk(logits[-1], 2)
-            margins.append(float(top.values[0] - top.values[1]))
-            out.append(int(top.indices[0]))
-        if logits is None:  # n == 0: the prompt's own pass
-            logits = model(torch.tensor([ids], device=a.device), use_cache=False).logits[0]
-    # `logits` is the pass over seq[:-1] (or the prompt when n == 0): rows for every position
-    # that predicts a next token, and the last prompt position's row.
-    seq = ids + out
-    logp = torch.log_softmax(logits.to(torch.float64), dim=-1).cpu()
-    token_logprobs = [float(logp[i, seq[i + 1]]) for i in range(len(seq) - 1)]
-    result = {
-        "architecture": used["architecture"],
-        "dtype": a.dtype,
-        "prompt_ids": ids,
-        "generated_ids": out,
-        "margins": margins,
-        "token_logprobs": token_logprobs,
-        "last_prompt_position": len(ids) - 1,
-        "last_prompt_logprobs": logp[len(ids) - 1].tolist(),
-        "config": used,
-        "config_overrides": overrides,
-        "seconds": {"load": round(t_load, 3), "total": round(time.time() - t0, 3)},
-    }
+    result = greedy_and_logprobs(model, ids, a.n, a.device)
+    result = {"architecture": used["architecture"], "dtype": a.dtype, **result, "config": used,
+              "config_overrides": overrides,
+              "seconds": {"load": round(t_load, 3), "total": round(time.time() - t0, 3)}}
     print(json.dumps(result))
 
 
