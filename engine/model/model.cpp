@@ -186,17 +186,21 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
     const GGUFFile& f = m->file_;
     ModelConfig& c = m->config_ = ModelConfig::from_gguf(f);
 
+    // What the backend packs; a type it cannot run becomes the file's error.
+    auto packed = [&](auto pack) {
+        try {
+            return pack();
+        } catch (const std::invalid_argument& e) {
+            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
+        }
+    };
     // A matrix: GGUF ne = [cols, rows]; checked against the shape the config implies.
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
         const GGUFTensorInfo& t = f.tensor(name);
         if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
             throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}]", f.path(), name,
                                          fmt::join(t.ne, ", "), cols, rows));
-        try {
-            return backend.pack_weight({name, t.type, rows, cols, t.data});
-        } catch (const std::invalid_argument& e) {  // a type this backend cannot run
-            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
-        }
+        return packed([&] { return backend.pack_weight({name, t.type, rows, cols, t.data}); });
     };
     // A vector, converted to float32 and uploaded.
     auto vector = [&](const std::string& name, int64_t n) -> float* {
@@ -228,11 +232,7 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n)
             throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}, {}]", f.path(), name,
                                          fmt::join(t.ne, ", "), cols, rows, n));
-        try {
-            return backend.pack_experts({name, t.type, rows * n, cols, t.data}, int32_t(n));
-        } catch (const std::invalid_argument& e) {
-            throw ModelError(fmt::format("{}: {}", f.path(), e.what()));
-        }
+        return packed([&] { return backend.pack_experts({name, t.type, rows * n, cols, t.data}, int32_t(n)); });
     };
     auto load_moe_layer = [&](const std::string& b, LayerWeights& L) {
         const MoeConfig& moe = c.moe;
@@ -244,12 +244,13 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
             L.w_gate = matrix(b + "ffn_gate_shexp.weight", moe.shared_ffn_dim, c.dim);
             L.w_up = matrix(b + "ffn_up_shexp.weight", moe.shared_ffn_dim, c.dim);
             L.w_down = matrix(b + "ffn_down_shexp.weight", c.dim, moe.shared_ffn_dim);
-            // [dim] in the file: one output feature.
-            const GGUFTensorInfo& g = f.tensor(b + "ffn_gate_inp_shexp.weight");
+            // [dim] in the file (or convert_hf_to_gguf's [1, dim]): one output feature.
+            const std::string name = b + "ffn_gate_inp_shexp.weight";
+            const GGUFTensorInfo& g = f.tensor(name);
             if (g.n_elements() != c.dim)
-                throw ModelError(fmt::format("{}: tensor '{}' has {} elements, expected {}", f.path(),
-                                             b + "ffn_gate_inp_shexp.weight", g.n_elements(), c.dim));
-            L.shared_gate = backend.pack_weight({b + "ffn_gate_inp_shexp.weight", g.type, 1, c.dim, g.data});
+                throw ModelError(fmt::format("{}: tensor '{}' has {} elements, expected {}", f.path(), name,
+                                             g.n_elements(), c.dim));
+            L.shared_gate = packed([&] { return backend.pack_weight({name, g.type, 1, c.dim, g.data}); });
         }
     };
 
