@@ -315,8 +315,14 @@ private:
             float& a = rope.neox ? x[i] : x[2 * i];
             float& b = rope.neox ? x[i + half] : x[2 * i + 1];
             const float a0 = a, b0 = b;
-            a = a0 * c - b0 * s;
-            b = a0 * s + b0 * c;
+            // Explicit fmas: left to the compiler, a0 * c - b0 * s may be
+            // contracted either way (a0 * c or b0 * s rounded first), and where a
+            // vectorized loop peels for alignment the two parts of one rotation can
+            // differ, so a row's bits would depend on where its buffer lies (on AMD
+            // Zen 4 under -march=native, a key rotated on a worker thread differed
+            // from the same key rotated on the calling thread).
+            a = std::fma(a0, c, -(b0 * s));
+            b = std::fma(a0, s, b0 * c);
         }
     }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <complex>
 #include <numeric>
 #include <random>
@@ -145,6 +146,61 @@ TEST_CASE("RoPE, NORM and NEOX, against complex rotations; K and V land in their
             CHECK(rel_error(v_got, v_ref) == 0.0);
         }
     }
+}
+
+// Batch invariance of RoPE: each row of a step of 96, rotated by a two-thread
+// pool (rows split between the threads), against the same row alone in a step
+// of its own on one thread, bit for bit. Head sizes of 8 and 6 floats put the
+// heads at every 8-byte alignment; a compiler left to contract the rotation's
+// multiply-adds did it one way in a vectorized loop's body and the other in
+// its peeled prologue, which broke this on AMD Zen 4.
+TEST_CASE("RoPE: a row's bits do not depend on the step's other rows or on the thread that rotates it") {
+    std::mt19937 rng(3);
+    auto two = make_cpu_backend(2), one = make_cpu_backend(1);
+    const int32_t block_size = 16, num_blocks = 8, n = 96;
+    for (int32_t hd : {8, 6, 64})
+        for (bool neox : {false, true}) {
+            CAPTURE(hd);
+            CAPTURE(neox);
+            const AttentionParams a{32, 32, hd, 1.0f, 0};  // rows (32 + 32) * hd wide: the pool splits 96 of them
+            const RopeParams rope{hd, 10000.0f, neox, 1.0f, nullptr};
+            const StepPlan plan = random_plan(rng, {n}, {n}, block_size, num_blocks);
+            const int64_t q_row = int64_t(a.n_heads) * hd, kv_row = int64_t(a.n_kv_heads) * hd;
+            const auto q0 = random_vector(rng, size_t(n * q_row));
+            const auto k = random_vector(rng, size_t(n * kv_row)), v = random_vector(rng, size_t(n * kv_row));
+            KVCache cache;
+            cache.shape = {1, num_blocks, block_size, a.n_kv_heads, hd};
+            std::vector<float> kpool(cache.shape.elems_per_block() * num_blocks), vpool = kpool;
+            cache.k = {kpool.data()};
+            cache.v = {vpool.data()};
+            std::vector<float> q = q0;
+            two->set_step(plan, block_size);
+            two->rope_kv_write(q.data(), k.data(), v.data(), a, rope, cache, 0);
+
+            int32_t differ = 0;
+            for (int32_t r = 0; r < n; ++r) {
+                StepPlan alone;
+                alone.token_ids = {0};
+                alone.positions = {plan.positions[r]};
+                alone.slot_mapping = {plan.slot_mapping[r]};
+                alone.query_start = {0, 1};
+                alone.context_lens = {plan.positions[r] + 1};
+                alone.block_tables = plan.block_tables;
+                alone.max_blocks_per_seq = plan.max_blocks_per_seq;
+                std::vector<float> q1(q0.begin() + r * q_row, q0.begin() + (r + 1) * q_row);
+                std::vector<float> k1pool(kpool.size()), v1pool(kpool.size());
+                KVCache c1 = cache;
+                c1.k = {k1pool.data()};
+                c1.v = {v1pool.data()};
+                one->set_step(alone, block_size);
+                one->rope_kv_write(q1.data(), k.data() + r * kv_row, v.data() + r * kv_row, a, rope, c1, 0);
+                const int64_t slot = plan.slot_mapping[r];
+                differ += std::memcmp(q1.data(), q.data() + r * q_row, q_row * sizeof(float)) != 0 ||
+                          std::memcmp(k1pool.data() + slot * kv_row, kpool.data() + slot * kv_row,
+                                      kv_row * sizeof(float)) != 0;
+            }
+            CHECK(differ == 0);
+        }
 }
 
 TEST_CASE("paged attention equals dense causal attention over scattered block tables") {
