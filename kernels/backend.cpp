@@ -16,6 +16,17 @@ float* Backend::upload_vector(std::span<const float> v) {
     return p;
 }
 
+void set_expert_shape(PackedExperts& x, const WeightView& all, int32_t n_experts, const std::string& backend) {
+    if (n_experts <= 0 || all.rows % n_experts != 0)
+        throw std::invalid_argument(backend + ": expert tensor '" + all.name + "' does not split into " +
+                                    std::to_string(n_experts) + " experts");
+    x.name = all.name;
+    x.type = all.type;
+    x.n_experts = n_experts;
+    x.rows = all.rows / n_experts;
+    x.cols = all.cols;
+}
+
 namespace {
 [[noreturn]] void no_moe(const Backend& b) {
     throw std::invalid_argument("the " + b.name() + " backend does not run mixture-of-experts models yet");

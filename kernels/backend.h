@@ -55,6 +55,11 @@ struct PackedExperts {
     int64_t cols = 0;
 };
 
+// Fills x's name, type and per-expert shape from the 3-D tensor `all` of
+// n_experts experts; throws invalid_argument (naming `backend`) when it does
+// not split into them.
+void set_expert_shape(PackedExperts& x, const WeightView& all, int32_t n_experts, const std::string& backend);
+
 // What routes a row to its experts (llama.cpp's build_moe_ffn with softmax gating):
 // the k largest probabilities of softmax(router logits), and whether the k are
 // divided by their sum (qwen3moe, Mixtral) or kept as they are (qwen2moe).

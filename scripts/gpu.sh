@@ -49,6 +49,10 @@
 #                 kernel whose name matches RE, in an eager run of PROFILE_KERNEL_RUN
 #                 (PRESET:DTYPE:BATCH, default llama3-8b:bf16:64, first PROFILE_LAYERS=2 blocks;
 #                 the first PROFILE_SKIP=64 matching launches skipped), into $LOGS/ncu-kernel.log
+#   --moe         mixture of experts: minfer_gpu_ops' MoE cases, the tiny MoE presets' logits
+#                 against the CPU's (minfer_gpu_model), CUDA graphs against eager on qwen3moe-tiny,
+#                 and the first MOE_LAYERS=4 layers of qwen3moe-30b-a3b (q4_k_m and bf16): logits
+#                 against the CPU, then minfer bench latency at batch 1 and 64, into $LOGS/moe-bench.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -65,7 +69,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -82,6 +86,7 @@ while (($#)); do
     --serve-bench) DO_SERVE_BENCH=1 ;;
     --grammar-bench) DO_GRAMMAR_BENCH=1 ;;
     --spec-bench) DO_SPEC_BENCH=1 ;;
+    --moe) DO_MOE=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -94,7 +99,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -364,6 +369,30 @@ if ((DO_SERVE_BENCH)); then
   run_phase serve-bench bash scripts/serve_bench.sh "$MINFER" "$(synth_model "${serve_model%%:*}" "${serve_model##*:}")" \
     "$LOGS/serve-bench" --max-num-batched-tokens 8192
   RAN+=(serve-bench)  # the result JSONs and plots travel with the logs
+fi
+if ((DO_MOE)); then
+  run_phase moe-ops "$BIN/minfer_gpu_ops" --filter moe
+  for spec in qwen3moe-tiny:f32:1e-4 qwen2moe-tiny:q4_k_m:1.5e-1 mixtral-tiny:bf16:5e-2; do
+    IFS=: read -r preset dtype threshold <<<"$spec"
+    run_phase "moe-$preset-$dtype" "$BIN/minfer_gpu_model" --synthetic "$(synth_model "$preset" "$dtype")" \
+      --threshold "$threshold"
+  done
+  run_phase moe-graphs python3 scripts/check_graphs.py "$MINFER" --synthetic qwen3moe-tiny:q4_k_m
+  moe_layers=${MOE_LAYERS:-4}
+  run_phase moe-30b-q4_k_m "$BIN/minfer_gpu_model" \
+    --synthetic "$(synth_model qwen3moe-30b-a3b q4_k_m "$moe_layers")" --threshold 1.5e-1
+  moe_bench() {
+    local dtype batch path
+    for dtype in q4_k_m bf16; do
+      path=$(synth_model qwen3moe-30b-a3b "$dtype" "$moe_layers")
+      for batch in 1 64; do
+        echo "--- qwen3moe-30b-a3b:$dtype (first $moe_layers layers) --batch $batch --input-len 512 --output-len 128"
+        "$MINFER" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
+          --repetitions 3 || return 1
+      done
+    done
+  }
+  run_phase moe-bench moe_bench
 fi
 if ((DO_SPEC_BENCH)); then
   spec_model=${SPEC_MODEL:-llama3-8b:bf16} spec_draft=${SPEC_DRAFT-llama3-8b:q4_k_m}  # SPEC_DRAFT=: n-gram only

@@ -83,14 +83,8 @@ public:
     bool supports_moe() const override { return true; }
 
     std::unique_ptr<PackedExperts> pack_experts(const WeightView& all, int32_t n_experts) override {
-        if (n_experts <= 0 || all.rows % n_experts != 0)
-            throw std::invalid_argument("cpu: expert tensor '" + all.name + "' does not split into its experts");
         auto x = std::make_unique<CpuExperts>();
-        x->name = all.name;
-        x->type = all.type;
-        x->n_experts = n_experts;
-        x->rows = all.rows / n_experts;
-        x->cols = all.cols;
+        set_expert_shape(*x, all, n_experts, name());
         const size_t expert_bytes = ggml_row_bytes(all.type, all.cols) * size_t(x->rows);
         for (int32_t e = 0; e < n_experts; ++e) {
             x->experts.push_back(pack_weight({all.name, all.type, x->rows, x->cols, all.data + e * expert_bytes}));

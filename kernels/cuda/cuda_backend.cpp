@@ -75,6 +75,25 @@ std::optional<cuda::QType> quant_type_of(GGMLType t) {
     }
 }
 
+// A projection's experts: the file's 3-D tensor uploaded as it is (moe.cu reads
+// expert e's matrix at e * expert_bytes).
+struct CudaExperts final : PackedExperts {
+    void* data = nullptr;
+    cuda::ExpertMatrices m;
+    ~CudaExperts() override { cudaFree(data); }
+};
+
+std::optional<cuda::ExpertFormat> expert_format_of(GGMLType t) {
+    if (const auto q = quant_type_of(t)) return cuda::ExpertFormat(int32_t(*q));  // the same order
+    switch (t) {
+        case GGMLType::F32: return cuda::ExpertFormat::F32;
+        case GGMLType::F16: return cuda::ExpertFormat::F16;
+        case GGMLType::BF16: return cuda::ExpertFormat::BF16;
+        default: return std::nullopt;
+    }
+}
+static_assert(int32_t(cuda::QType::Q6_K) == int32_t(cuda::ExpertFormat::Q6_K), "ExpertFormat starts with QType's order");
+
 // The element type of a plain matrix, or of the bf16 widening of a quantized one.
 DType dtype_of(const WeightView& v) {
     if (quant_type_of(v.type)) return DType::BF16;
@@ -169,6 +188,54 @@ public:
     std::unique_ptr<PackedWeight> pack_weight(const WeightView& v, const ShardSpec& shard = {}) override {
         const ShardRange r = shard_range(v.type, v.rows, v.cols, shard, v.name.c_str());
         return upload_weight(WeightView{v.name, v.type, r.rows, r.cols, v.data + r.offset}, r.row_stride);
+    }
+
+    // ---- mixture of experts (moe.cu) ----
+    bool supports_moe() const override { return true; }
+
+    std::unique_ptr<PackedExperts> pack_experts(const WeightView& all, int32_t n_experts) override {
+        const auto format = expert_format_of(all.type);
+        if (!format)
+            throw std::invalid_argument("cuda: expert tensor '" + all.name + "' has type " +
+                                        ggml_type_name(all.type) + ", which this backend cannot run yet");
+        if (n_experts > cuda::kMoeMaxExperts)
+            throw std::invalid_argument("cuda: expert tensor '" + all.name + "' has " + std::to_string(n_experts) +
+                                        " experts; at most " + std::to_string(cuda::kMoeMaxExperts) + " run here");
+        if (all.cols % cuda::expert_block_elems(*format))
+            throw std::invalid_argument("cuda: expert tensor '" + all.name + "' has rows of " +
+                                        std::to_string(all.cols) + " weights, not whole blocks of " +
+                                        std::to_string(cuda::expert_block_elems(*format)));
+        auto x = std::make_unique<CudaExperts>();
+        set_expert_shape(*x, all, n_experts, name());
+        const size_t bytes = size_t(all.rows) * ggml_row_bytes(all.type, all.cols), padded = (bytes + 15) / 16 * 16;
+        x->data = alloc(padded);
+        CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(x->data) + bytes, 0, padded - bytes, stream_));
+        upload(x->data, all.data, bytes);
+        x->m = {x->data, *format, int32_t(x->rows), int32_t(x->cols), bytes / size_t(n_experts)};
+        return x;
+    }
+
+    void moe_route(const float* logits, int32_t rows, const MoeRouting& r, int32_t* ids, float* weights) override {
+        cuda::launch_moe_route(logits, rows, r.n_experts, r.k, r.renormalize, ids, weights, stream_);
+        after_op();
+    }
+
+    void moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
+                     const PackedExperts& gate, const PackedExperts& up, const PackedExperts& down,
+                     float* out) override {
+        const auto& g = static_cast<const CudaExperts&>(gate).m;
+        const size_t ws = cuda::moe_workspace_bytes(rows, k, gate.n_experts, g.cols, g.rows);
+        if (ws > moe_ws_.bytes()) workspace_moved();
+        moe_ws_.ensure(ws, stream_);
+        cuda::launch_moe_experts(x, ids, weights, rows, k, gate.n_experts, g, static_cast<const CudaExperts&>(up).m,
+                                 static_cast<const CudaExperts&>(down).m, out, moe_ws_.get(), moe_ws_.bytes(),
+                                 stream_);
+        after_op();
+    }
+
+    void add_sigmoid_gated(const float* gate_logit, const float* y, int32_t rows, int32_t dim, float* out) override {
+        cuda::launch_add_sigmoid_gated(gate_logit, y, rows, dim, out, stream_);
+        after_op();
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
@@ -629,6 +696,7 @@ private:
 
     std::vector<int32_t> attn_tiles_;  // (sequence, first row, rows) triples of the current step
     cuda::DeviceBuffer attn_ws_;  // paged attention's split partials (only grows)
+    cuda::DeviceBuffer moe_ws_;   // the MoE FFN's sorted pairs and per-pair activations (only grows)
 
     // Recorded steps (CUDA graphs) by bucket key.
     std::unordered_map<uint64_t, Recording> recordings_;

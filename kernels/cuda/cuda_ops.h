@@ -242,6 +242,39 @@ bool launch_bf16_gemv_variant(int features, int unroll, const float* x, int32_t 
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream);
 
+// ---- moe.cu: the mixture-of-experts FFN -------------------------------------------------
+// A projection's experts: n_experts matrices of rows x cols, expert e's at
+// data + e * expert_bytes, in a format this backend keeps quantized or plain
+// (rows of whole blocks: cols a multiple of 32, or 256 for the K types).
+enum class ExpertFormat : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16 };
+int expert_block_elems(ExpertFormat format);
+struct ExpertMatrices {
+    const void* data = nullptr;  // padded to 16 bytes past the last expert (the GEMV reads whole words)
+    ExpertFormat format = ExpertFormat::F32;
+    int32_t rows = 0;
+    int32_t cols = 0;
+    size_t expert_bytes = 0;
+};
+constexpr int32_t kMoeMaxExperts = 1024;
+constexpr int32_t kMoeGemvMaxRows = 8;   // up to this many rows (F32 experts: any): a GEMV per (row, expert) pair
+constexpr int32_t kMoeChunkRows = 1024;  // more rows go through in chunks of this many (bounds the workspace)
+// Per row of logits [rows, n_experts]: the k largest probabilities of softmax
+// (ties: the lower id first) as ids [rows, k] and weights [rows, k], the weights
+// divided by their sum when renormalize (kernels/cpu/moe.h's moe_route).
+void launch_moe_route(const float* logits, int32_t rows, int32_t n_experts, int32_t k, bool renormalize,
+                      int32_t* ids, float* weights, cudaStream_t stream);
+// Device memory launch_moe_experts needs for this shape.
+size_t moe_workspace_bytes(int32_t rows, int32_t k, int32_t n_experts, int32_t dim, int32_t ffn);
+// out[r] = sum over j < k, in order, of weights[r, j] * down_e(silu(gate_e x_r) * up_e x_r), e = ids[r, j];
+// gate and up: ffn x dim experts, down: dim x ffn.
+void launch_moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
+                        int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up,
+                        const ExpertMatrices& down, float* out, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+// out[r] += sigmoid(gate_logit[r]) * y[r], rows of dim (qwen2moe's shared expert).
+void launch_add_sigmoid_gated(const float* gate_logit, const float* y, int32_t rows, int32_t dim, float* out,
+                              cudaStream_t stream);
+
 // ---- matmul_cublaslt.cu -----------------------------------------------------------------
 // out[rows, n] = x[rows, k] * W^T, W stored as n rows of `ldw` elements (ldw >= k;
 // for half types the padding columns hold zeros). F32 weights run in exact

@@ -55,6 +55,7 @@ constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
 constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+constexpr double kQ8Ffn = 4e-2;     // two such matmuls in series (an expert's up, then down): K-quants reach 1.9e-2
 // --quantization fp8, against a host model of the same rounding (fp8_host.h):
 constexpr double kFp8Gemv = 3e-5;   // fp32 FMAs on exact e4m3 weights: only the summation order differs
 constexpr double kFp8Gemm = 5e-4;   // Hopper's FP8 tensor cores keep ~14-bit partial sums between fp32 promotions
@@ -654,6 +655,105 @@ public:
             }
     }
 
+    // ---- mixture of experts --------------------------------------------------------------------
+
+    void moe_route() {
+        struct Case {
+            int32_t rows, n_experts, k;
+        };
+        const Case cases[] = {{1, 8, 2}, {7, 8, 1}, {300, 60, 4}, {5, 128, 8}, {64, 128, 8}, {3, 1024, 32}, {9, 33, 33}};
+        for (const Case& c : cases)
+            for (bool renormalize : {false, true})
+                run("moe_route", fmt("rows=%d experts=%d k=%d%s", c.rows, c.n_experts, c.k, renormalize ? " renorm" : ""),
+                    kF32, [&] {
+                        const std::vector<float> logits = randn(size_t(c.rows) * c.n_experts, 2.0f);
+                        const MoeRouting routing{c.n_experts, c.k, renormalize};
+                        const size_t n = size_t(c.rows) * c.k;
+                        std::vector<int32_t> ids(n, -1);
+                        std::vector<float> weights(n, kNaN);
+                        cpu_.moe_route(logits.data(), c.rows, routing, ids.data(), weights.data());
+                        DeviceArena g(gpu_);
+                        auto* ids_g = g.copy(std::vector<int32_t>(n, -1));
+                        float* weights_g = g.poisoned(n);
+                        gpu_.moe_route(g.copy(logits), c.rows, routing, ids_g, weights_g);
+                        // A different expert anywhere is a failure (1); else the weights' error.
+                        return g.fetch(ids_g, n) != ids ? 1.0 : rel_error(g.fetch(weights_g, n), weights);
+                    });
+    }
+
+    // The experts' FFN against the CPU on the same routing: the GEMV path (up to
+    // cuda::kMoeGemvMaxRows rows), the grouped GEMM (16- and 64-row tiles, a
+    // partial last stretch of k and CTA of features), chunks of kMoeChunkRows,
+    // and a routing that sends every row to the same experts (one expert's run of
+    // many tiles, the others empty).
+    void moe_experts() {
+        struct Case {
+            int32_t rows, n_experts, k, dim, ffn;
+            bool skewed;
+        };
+        const GGMLType types[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q8_0,
+                                  GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1,
+                                  GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
+        for (GGMLType type : types) {
+            const int32_t b = is_quantized(type) ? int32_t(block_elems(type)) : 32;  // experts' rows: whole blocks
+            const Case cases[] = {{1, 8, 2, 2 * b, 3 * b, false},  {8, 16, 4, 512, 256 + b, false},
+                                  {9, 8, 2, 3 * b, 2 * b, false},  {40, 128, 8, 512, 256, false},
+                                  {300, 8, 2, 1024 + b, 2 * b, false}, {100, 8, 2, 2 * b, 256, true},
+                                  {1100, 60, 4, b, 2 * b, false}};
+            for (const Case& c : cases) {
+                const bool gemv = c.rows <= cuda::kMoeGemvMaxRows || type == GGMLType::F32;  // F32: exact at any size
+                const double threshold = is_quantized(type)      ? kQ8Ffn
+                                         : !gemv                 ? kBF16Gemm
+                                         : type == GGMLType::F32 ? kF32Gemm
+                                                                 : kF16Gemm;
+                run("moe_experts",
+                    fmt("%s rows=%d experts=%d k=%d dim=%d ffn=%d%s", ggml_type_name(type), c.rows, c.n_experts, c.k,
+                        c.dim, c.ffn, c.skewed ? " skewed" : ""),
+                    threshold, [&] { return moe_experts_case(type, c.rows, c.n_experts, c.k, c.dim, c.ffn, c.skewed); });
+            }
+        }
+    }
+
+    double moe_experts_case(GGMLType type, int32_t rows, int32_t n_experts, int32_t k, int32_t dim, int32_t ffn,
+                            bool skewed) {
+        std::vector<std::vector<uint8_t>> files;  // the CPU reads plain weights in place: they outlive the case
+        auto experts = [&](const char* name, int32_t n, int32_t cols) {
+            files.push_back(encode(randn(size_t(n_experts) * n * cols, 1.0f / std::sqrt(float(cols))), type));
+            const WeightView view{name, type, int64_t(n_experts) * n, cols, files.back().data()};
+            return std::pair{cpu_.pack_experts(view, n_experts), gpu_.pack_experts(view, n_experts)};
+        };
+        const auto gate = experts("gate", ffn, dim), up = experts("up", ffn, dim), down = experts("down", dim, ffn);
+        std::vector<float> logits = randn(size_t(rows) * n_experts);
+        if (skewed)
+            for (int32_t r = 0; r < rows; ++r)
+                for (int32_t j = 0; j < k; ++j) logits[size_t(r) * n_experts + j] += 20.0f;
+        const size_t pairs = size_t(rows) * k;
+        std::vector<int32_t> ids(pairs);
+        std::vector<float> weights(pairs);
+        cpu_.moe_route(logits.data(), rows, {n_experts, k, true}, ids.data(), weights.data());
+        const std::vector<float> x = randn(size_t(rows) * dim);
+        std::vector<float> ref(size_t(rows) * dim, kNaN);
+        cpu_.moe_experts(x.data(), ids.data(), weights.data(), rows, k, *gate.first, *up.first, *down.first, ref.data());
+        DeviceArena g(gpu_);
+        float* out = g.poisoned(ref.size());
+        gpu_.moe_experts(g.copy(x), g.copy(ids), g.copy(weights), rows, k, *gate.second, *up.second, *down.second, out);
+        return rel_error(g.fetch(out, ref.size()), ref);
+    }
+
+    void add_sigmoid_gated() {
+        for (auto [rows, dim] : {std::pair{1, 64}, {7, 33}, {300, 2048}})
+            run("add_sigmoid_gated", fmt("rows=%d dim=%d", rows, dim), kF32, [&] {
+                const size_t n = size_t(rows) * dim;
+                const std::vector<float> gate = randn(rows, 3.0f), y = randn(n);
+                std::vector<float> out = randn(n);
+                DeviceArena g(gpu_);
+                float* out_g = g.copy(out);
+                cpu_.add_sigmoid_gated(gate.data(), y.data(), rows, dim, out.data());
+                gpu_.add_sigmoid_gated(g.copy(gate), g.copy(y), rows, dim, out_g);
+                return rel_error(g.fetch(out_g, n), out);
+            });
+    }
+
     void scale() {
         for (int64_t n : {1, 640, 100003})
             run("scale", fmt("n=%lld", (long long)n), kF32, [&] {
@@ -1091,7 +1191,7 @@ void bench_matmul(Backend& gpu) {
             std::vector<float> xh(size_t(512) * m.k, 0.01f);
             const float* x = g.copy(xh);
             float* out = g.poisoned(size_t(512) * m.n);
-            for (int32_t rows : {1, 8, 64, 512}) {
+            for (int32_t rows : {1, 2, 5, 8, 16, 64, 512}) {  // 2 to 16: speculative verification's 1 + k
                 const int iters = rows == 512 ? 5 : 50;
                 gpu.matmul(x, *ws[0], nullptr, rows, out);  // warm-up (and the GEMM's algorithm choice)
                 gpu.synchronize();
@@ -1252,6 +1352,7 @@ int main(int argc, char** argv) {
             bench_attention_only = true;
         } else if (a == "--bench-matmul") {
             bench_matmul_only = true;
+
         } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
         } else if (a == "--seed" && i + 1 < argc) {
@@ -1294,6 +1395,9 @@ int main(int argc, char** argv) {
         t.bf16_copy();
         t.swiglu();
         t.geglu();
+        t.moe_route();
+        t.moe_experts();
+        t.add_sigmoid_gated();
         t.scale();
         t.gather_logit_rows();
         t.sample();
