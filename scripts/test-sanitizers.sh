@@ -39,6 +39,8 @@ build() {  # build DIR SANITIZERS OPT TARGET...
   cmake --build "$1" -j"$(nproc)" --target "${@:4}"
 }
 
+step() { echo "test-sanitizers.sh: $1 at $SECONDS s"; }
+
 checked() {  # checked LOGDIR COMMAND...: runs it; fails when it fails or left a report
   local logs=$1 rc=0
   shift
@@ -92,7 +94,9 @@ for k in "${kinds[@]}"; do
   [[ $k == asan || $k == tsan ]] || { echo "test-sanitizers.sh: unknown '$k' (asan, tsan)" >&2; exit 2; }
 done
 if want asan; then
+  step "asan build"
   build build-asan address,undefined -O1 minfer minfer_tests
+  step "asan tests"
   # The TSan build runs beside the ASan tests, which leave the cores half idle
   # (a server waiting on its client): CI's time, not its work, shrinks.
   if want tsan; then
@@ -108,6 +112,7 @@ if want tsan; then
   else
     build build-tsan thread "$TSAN_OPT" minfer
   fi
+  step "tsan tests"
   test_tsan
 fi
-echo "test-sanitizers.sh: ${kinds[*]} clean"
+echo "test-sanitizers.sh: ${kinds[*]} clean after $SECONDS s"

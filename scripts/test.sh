@@ -3,7 +3,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase's wall time, printed as it ends (CI must stay under 30 minutes).
+phase_start=$SECONDS
+phase_done() {
+  echo "test.sh: $1 took $((SECONDS - phase_start)) s ($SECONDS s in all)"
+  phase_start=$SECONDS
+}
+
 ./scripts/setup.sh
+phase_done "setup and build"
 
 # Test-only Python tools (oracles) in a virtual environment: Debian 12 refuses
 # system-wide pip installs.
@@ -23,12 +31,15 @@ for m in smollm2-135m gemma3-270m; do
   ./scripts/get-model.sh "$m" || echo "test.sh: warning: could not fetch $m; its tests will be skipped"
 done
 
+phase_done "test tools and models"
+
 # Reconfigure so that ctest registers the Python tests now that the venv exists.
 cmake -S . -B build -DMINFER_PYTHON="$PWD/.venv/bin/python" >/dev/null
 cmake --build build -j"$(nproc)"
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 900
 cd ..
+phase_done "ctest"
 
 # The sanitizer builds (CUDA off): ASan+UBSan over the unit tests and the
 # engine-thread/server integration tests, TSan over the engine thread, the HTTP
@@ -37,3 +48,4 @@ cd ..
 sanitizers=${MINFER_SANITIZERS-asan tsan}
 # shellcheck disable=SC2086
 [ -z "$sanitizers" ] || ./scripts/test-sanitizers.sh $sanitizers
+phase_done "sanitizers"
