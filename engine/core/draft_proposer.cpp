@@ -56,13 +56,20 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
     std::vector<float> probs(static_cast<size_t>(vocab));
     // Each sequence's tokens and the drafts so far: the history its penalties see.
     std::vector<std::vector<int32_t>> histories;
-    for (DraftRequest* r : active) histories.push_back(r->seq->tokens);
+    std::vector<int32_t> wanted;     // drafts still wanted (fewer once a grammar ends the text)
+    std::vector<size_t> advanced;    // drafts each grammar has accepted, rolled back at the end
+    for (DraftRequest* r : active) {
+        histories.push_back(r->seq->tokens);
+        wanted.push_back(r->room);
+        advanced.push_back(0);
+    }
+    std::vector<uint32_t> mask;
     for (int32_t j = 0;; ++j) {
         // Pass j: the token at position num_tokens - 1 + j (the last token, then each draft) of every
         // sequence that wants more than j drafts; its logits give draft j.
         std::vector<size_t> pass;  // indices into active
         for (size_t i = 0; i < active.size(); ++i)
-            if (active[i]->room > j) pass.push_back(i);
+            if (wanted[i] > j) pass.push_back(i);
         if (pass.empty()) break;
         for (size_t i : pass) {
             SequenceState& seq = *active[i]->seq;
@@ -76,8 +83,11 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
             std::vector<int32_t>& history = histories[pass[k]];
             const std::span<const int32_t> all(history);
             const size_t prompt = size_t(seq.num_prompt_tokens);
+            const bool held = seq.num_output() + j < r.min_tokens;
+            if (r.constraint) r.constraint->mask(mask, r.end_ids);
             const SamplingRow row{r.params, r.stream, int64_t(history.size()), all.first(prompt), all.subspan(prompt),
-                                  {}, {}, -1, {}};
+                                  held ? r.held_back : std::span<const int32_t>{},
+                                  r.constraint ? std::span<const uint32_t>(mask) : std::span<const uint32_t>{}, -1, {}};
             // Greedy takes the argmax of the processed distribution: penalties and bias move it as on the target.
             sampling_distribution({logits.data() + k * size_t(vocab), size_t(vocab)}, row, probs);
             int32_t draft;
@@ -90,8 +100,18 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
             seq.draft_tokens.push_back(draft);
             history.push_back(draft);
             seq.draft_computed = seq.num_tokens() - 1 + j + 1;
+            // The grammar follows the drafts; an end of text (or a refusal) ends them.
+            if (r.constraint) {
+                const bool ends = std::find(r.end_ids.begin(), r.end_ids.end(), draft) != r.end_ids.end();
+                if (!ends && r.constraint->accept(draft))
+                    ++advanced[pass[k]];
+                else
+                    wanted[pass[k]] = j + 1;
+            }
         }
     }
+    for (size_t i = 0; i < active.size(); ++i)
+        if (active[i]->constraint) active[i]->constraint->rollback(advanced[i]);
 }
 
 }  // namespace minfer

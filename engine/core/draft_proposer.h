@@ -8,10 +8,12 @@
 // prompt, tokens accepted since its last proposal) it catches up on first,
 // in chunks without logits.
 //
-// Each draft is drawn from the draft's own distribution q after the request's
-// processing (temperature, top-k/p, min-p, penalties over the history with the
-// drafts before it; not the grammar's mask, which the target applies), and q
-// is kept for verification. Greedy requests take the draft's argmax and keep no q.
+// Each draft is drawn from the draft's own distribution q after the processing
+// the target's row of that position gets (temperature, top-k/p, min-p,
+// penalties over the history with the drafts before it, the tokens min_tokens
+// holds back, and the grammar's mask in its state after those drafts), and q
+// is kept for verification. Greedy requests take the draft's argmax and keep
+// no q. Drafts the target's mask would refuse are never proposed.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,11 @@ struct DraftRequest {
     uint64_t stream = 0;                    // the sample's random stream
     int32_t room = 0;                       // drafts wanted (> 0)
     std::vector<std::vector<float>>* probs = nullptr;  // out: q of each draft (sampled requests)
+    // What the target's rows hold back, so that q is processed as p is:
+    grammar::Constraint* constraint = nullptr;  // the sequence's grammar or null (left in the state it had)
+    std::span<const int32_t> end_ids;           // EOS as the grammar's mask sees it (empty: ignore_eos)
+    std::span<const int32_t> held_back;         // stop ids and EOS, which min_tokens holds back
+    int32_t min_tokens = 0;                     // while the output is shorter than this
 };
 
 class DraftProposer {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <random>
 
 #include <boost/json.hpp>
@@ -254,6 +255,7 @@ void LLMEngine::propose_drafts() {
     const SpeculativeConfig& spec = config_.speculative;
     const bool on = spec.disable_by_batch_size == 0 || scheduler_->num_running() <= size_t(spec.disable_by_batch_size);
     std::vector<DraftRequest> wanted;
+    std::deque<std::vector<int32_t>> held_back;  // the requests' spans point here (a deque does not move them)
     for (auto& [id, r] : requests_)
         for (auto& seq : r->seqs) {
             seq->draft_tokens.clear();
@@ -265,9 +267,19 @@ void LLMEngine::propose_drafts() {
             const int32_t room = std::min({spec.num_speculative_tokens, r->options.max_tokens - seq->num_output() - 1,
                                            config_.max_model_len - seq->num_tokens() - 1});
             if (room <= 0) continue;
-            if (drafter_)
-                wanted.push_back({seq.get(), &r->options.sampling, uint64_t(seq->sample_index), room, &seq->draft_probs});
-            else
+            if (drafter_) {
+                const GenerationOptions& o = r->options;
+                DraftRequest d{seq.get(), &o.sampling, uint64_t(seq->sample_index), room, &seq->draft_probs};
+                d.constraint = seq->constraint.get();
+                d.end_ids = o.ignore_eos ? std::span<const int32_t>{} : std::span(planner_->eos_ids());
+                d.min_tokens = o.min_tokens;
+                if (seq->num_output() < o.min_tokens) {  // what the target's rows hold back
+                    std::vector<int32_t>& ids = held_back.emplace_back(o.stop_token_ids);
+                    ids.insert(ids.end(), d.end_ids.begin(), d.end_ids.end());
+                    d.held_back = ids;
+                }
+                wanted.push_back(d);
+            } else
                 seq->draft_tokens = ngram_propose(seq->tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);
         }
     if (drafter_ && !wanted.empty()) drafter_->propose(wanted, *blocks_, draft_copies_);

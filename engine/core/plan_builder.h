@@ -61,6 +61,7 @@ class PlanBuilder {
 public:
     // eos_ids: what min_tokens holds back (with the request's stop ids).
     PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids = {});
+    const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
 
     // The whole step of the engine: every scheduled sequence's rows back to
     // back, a logits row per sample to draw and per prompt logprob wanted.

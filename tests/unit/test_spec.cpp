@@ -496,14 +496,20 @@ TEST_CASE("spec: greedy with a draft model is greedy without, token for token, o
         CHECK(stats.spec_decode.acceptance_rate() > 0.15);
         CHECK(stats.spec_decode.acceptance_rate() < 0.9);  // the draft differs from the target
     }
-    // The target as its own draft: every greedy draft is accepted (but where
-    // the target's row holds tokens back that the draft's does not: min_tokens
-    // and the grammar's mask, which drafts are proposed without).
-    std::vector<Job> free_jobs;
-    for (const Job& j : jobs)
-        if (j.options.min_tokens == 0 && !j.options.grammar) free_jobs.push_back(j);
-    const auto free_plain = run(free_jobs, small_config());
-    check_same(free_plain, run(free_jobs, draft_config(4), &stats, {}, fixture(), fixture().model.get()));
+    // The target as its own draft: every greedy draft is accepted, those of the
+    // rows min_tokens holds EOS back on and of the grammar-constrained one too
+    // (the draft's q is processed as the target's p, mask and all).
+    // One more job holds back, for its whole length, the token its free run
+    // drafts first: the target never samples it, so a draft that did would be refused.
+    std::vector<Job> held = jobs;
+    Job hold = jobs[0];
+    const std::vector<int32_t>& free_tokens = plain[0].samples.at(0).tokens;
+    REQUIRE(free_tokens.size() > 2);
+    hold.options.stop_token_ids = {free_tokens[1] != free_tokens[0] ? free_tokens[1] : free_tokens[2]};
+    hold.options.min_tokens = hold.options.max_tokens;
+    held.push_back(hold);
+    const auto held_plain = run(held, small_config());
+    check_same(held_plain, run(held, draft_config(4), &stats, {}, fixture(), fixture().model.get()));
     CHECK(stats.spec_decode.num_draft_tokens > 0);
     CHECK(stats.spec_decode.num_accepted_tokens == stats.spec_decode.num_draft_tokens);
     // A tight pool, tiny steps and staggered arrivals: preemption drops drafts
