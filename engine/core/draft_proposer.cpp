@@ -63,7 +63,7 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
         wanted.push_back(r->room);
         advanced.push_back(0);
     }
-    std::vector<uint32_t> mask;
+    std::vector<std::vector<uint32_t>> masks;
     for (int32_t j = 0;; ++j) {
         // Pass j: the token at position num_tokens - 1 + j (the last token, then each draft) of every
         // sequence that wants more than j drafts; its logits give draft j.
@@ -76,29 +76,46 @@ void DraftProposer::propose(std::span<DraftRequest> requests, BlockManager& bloc
             planner_.add_logits_row(planner_.add_rows(seq, seq.num_tokens() - 1 + j, 1));
         }
         run();
-        std::vector<float> logits = runner_.logits();
+        // Each row processed as the target's row of that position will be.
+        std::vector<SamplingRow> rows;
+        masks.resize(pass.size());
+        bool greedy = true;
+        for (size_t k = 0; k < pass.size(); ++k) {
+            DraftRequest& r = *active[pass[k]];
+            const std::span<const int32_t> all(histories[pass[k]]);
+            const size_t prompt = size_t(r.seq->num_prompt_tokens);
+            const bool held = r.seq->num_output() + j < r.min_tokens;
+            if (r.constraint) r.constraint->mask(masks[k], r.end_ids);
+            rows.push_back({r.params, r.stream, int64_t(all.size()), all.first(prompt), all.subspan(prompt),
+                            held ? r.held_back : std::span<const int32_t>{},
+                            r.constraint ? std::span<const uint32_t>(masks[k]) : std::span<const uint32_t>{}, -1, {}});
+            greedy = greedy && r.params->greedy();
+        }
+        // A greedy pass is sampled by the backend, as the target's rows are (on
+        // a GPU only the ids come back); a sampled request's q must be kept, so a
+        // pass with one reads its logits back and draws here.
+        std::vector<int32_t> drafts;
+        if (greedy) {
+            drafts = runner_.sample(rows);
+        } else {
+            std::vector<float> logits = runner_.logits();  // sampling_distribution processes a row in place
+            for (size_t k = 0; k < pass.size(); ++k) {
+                DraftRequest& r = *active[pass[k]];
+                sampling_distribution({logits.data() + k * size_t(vocab), size_t(vocab)}, rows[k], probs);
+                if (r.params->greedy()) {
+                    drafts.push_back(int32_t(std::max_element(probs.begin(), probs.end()) - probs.begin()));
+                } else {
+                    drafts.push_back(draw_from(probs, rows[k], Draw::Draft));
+                    r.probs->push_back(probs);
+                }
+            }
+        }
         for (size_t k = 0; k < pass.size(); ++k) {
             DraftRequest& r = *active[pass[k]];
             SequenceState& seq = *r.seq;
-            std::vector<int32_t>& history = histories[pass[k]];
-            const std::span<const int32_t> all(history);
-            const size_t prompt = size_t(seq.num_prompt_tokens);
-            const bool held = seq.num_output() + j < r.min_tokens;
-            if (r.constraint) r.constraint->mask(mask, r.end_ids);
-            const SamplingRow row{r.params, r.stream, int64_t(history.size()), all.first(prompt), all.subspan(prompt),
-                                  held ? r.held_back : std::span<const int32_t>{},
-                                  r.constraint ? std::span<const uint32_t>(mask) : std::span<const uint32_t>{}, -1, {}};
-            // Greedy takes the argmax of the processed distribution: penalties and bias move it as on the target.
-            sampling_distribution({logits.data() + k * size_t(vocab), size_t(vocab)}, row, probs);
-            int32_t draft;
-            if (r.params->greedy()) {
-                draft = int32_t(std::max_element(probs.begin(), probs.end()) - probs.begin());
-            } else {
-                draft = draw_from(probs, row, Draw::Draft);
-                r.probs->push_back(probs);
-            }
+            const int32_t draft = drafts[k];
             seq.draft_tokens.push_back(draft);
-            history.push_back(draft);
+            histories[pass[k]].push_back(draft);
             seq.draft_computed = seq.num_tokens() - 1 + j + 1;
             // The grammar follows the drafts; an end of text (or a refusal) ends them.
             if (r.constraint) {

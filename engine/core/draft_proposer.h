@@ -13,7 +13,9 @@
 // penalties over the history with the drafts before it, the tokens min_tokens
 // holds back, and the grammar's mask in its state after those drafts), and q
 // is kept for verification. Greedy requests take the draft's argmax and keep
-// no q. Drafts the target's mask would refuse are never proposed.
+// no q: a pass of greedy rows is sampled by the backend (on a GPU only the ids
+// come back); a pass with a sampled request reads its logits back to keep q.
+// Drafts the target's mask would refuse are never proposed.
 #pragma once
 
 #include <cstdint>
