@@ -271,13 +271,9 @@ void LLMEngine::propose_drafts() {
                 const GenerationOptions& o = r->options;
                 DraftRequest d{seq.get(), &o.sampling, uint64_t(seq->sample_index), room, &seq->draft_probs};
                 d.constraint = seq->constraint.get();
-                d.end_ids = o.ignore_eos ? std::span<const int32_t>{} : std::span(planner_->eos_ids());
+                d.end_ids = planner_->end_ids(o);
                 d.min_tokens = o.min_tokens;
-                if (seq->num_output() < o.min_tokens) {  // what the target's rows hold back
-                    std::vector<int32_t>& ids = held_back.emplace_back(o.stop_token_ids);
-                    ids.insert(ids.end(), d.end_ids.begin(), d.end_ids.end());
-                    d.held_back = ids;
-                }
+                if (seq->num_output() < o.min_tokens) d.held_back = held_back.emplace_back(planner_->held_back(o));
                 wanted.push_back(d);
             } else
                 seq->draft_tokens = ngram_propose(seq->tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, room);

@@ -97,10 +97,7 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
                 history = in.histories[i];
             }
         }
-        if (seq.num_output() + r < o.min_tokens) {
-            in.suppressed[i] = o.stop_token_ids;
-            if (!o.ignore_eos) in.suppressed[i].insert(in.suppressed[i].end(), eos_ids_.begin(), eos_ids_.end());
-        }
+        if (seq.num_output() + r < o.min_tokens) in.suppressed[i] = held_back(o);
         const size_t len = size_t(seq.num_tokens() + r), prompt = size_t(seq.num_prompt_tokens);
         SamplingRow row{&o.sampling, uint64_t(in.uses[i].sample_stream), int64_t(len),
                         history.first(prompt), history.subspan(prompt, len - prompt), in.suppressed[i], {}, -1, {}};
@@ -111,6 +108,13 @@ StepInputs PlanBuilder::build(const SchedulerOutput& scheduled) {
         in.sampling_rows.push_back(row);
     }
     return in;
+}
+
+std::vector<int32_t> PlanBuilder::held_back(const GenerationOptions& o) const {
+    std::vector<int32_t> ids = o.stop_token_ids;
+    const std::span<const int32_t> eos = end_ids(o);
+    ids.insert(ids.end(), eos.begin(), eos.end());
+    return ids;
 }
 
 void fill_draft_masks(grammar::Constraint& constraint, std::span<const int32_t> drafts,
@@ -144,8 +148,7 @@ void PlanBuilder::fill_masks(StepInputs& in) {
     const auto one = [&](size_t k) {
         const size_t i = first[k];
         Sequence& seq = *in.uses[i].seq;
-        const std::span<const int32_t> ends = seq.request->options.ignore_eos ? std::span<const int32_t>{} : eos_ids_;
-        fill_draft_masks(*seq.constraint, seq.draft_tokens, ends,
+        fill_draft_masks(*seq.constraint, seq.draft_tokens, end_ids(seq.request->options),
                          std::span(in.masks).subspan(i, seq.draft_tokens.size() + 1));
     };
     if (workers_) {

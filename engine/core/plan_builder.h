@@ -61,7 +61,13 @@ class PlanBuilder {
 public:
     // eos_ids: what min_tokens holds back (with the request's stop ids).
     PlanBuilder(int32_t block_size, std::vector<int32_t> eos_ids = {});
-    const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+    // The ids min_tokens holds back for a request: its stop ids and, unless
+    // ignore_eos, EOS (the target's rows here; a draft model's rows alike).
+    std::vector<int32_t> held_back(const GenerationOptions& o) const;
+    // EOS as a grammar's mask allows it at a whole sentence (none under ignore_eos).
+    std::span<const int32_t> end_ids(const GenerationOptions& o) const {
+        return o.ignore_eos ? std::span<const int32_t>{} : std::span<const int32_t>(eos_ids_);
+    }
 
     // The whole step of the engine: every scheduled sequence's rows back to
     // back, a logits row per sample to draw and per prompt logprob wanted.
