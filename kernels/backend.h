@@ -151,6 +151,11 @@ public:
     virtual void free(void* p) = 0;
     virtual void upload(void* dst, const void* src, size_t bytes) = 0;
     virtual void download(void* dst, const void* src, size_t bytes) = 0;
+    // rows of width_bytes from src (rows src_pitch bytes apart) to dst (dst_pitch
+    // apart), both in backend memory, in the ops' order: the tensor-parallel LM
+    // head puts each rank's columns of the logits in place.
+    virtual void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
+                         size_t rows) = 0;
     virtual void synchronize() {}
     // The KV pool element types this backend's rope_kv_write and paged_attention
     // handle, and the one --kv-cache-dtype auto picks.
@@ -277,6 +282,9 @@ public:
     // work queued so far: `ncu --profile-from-start off` then sees only what lies
     // between (CUDA: cudaProfilerStart/Stop). Nothing on the CPU.
     virtual void profiler_range(bool collect) { (void)collect; }
+    // The CUDA stream the ops run on (a cudaStream_t), for NCCL's collectives
+    // to queue behind them; null on the CPU.
+    virtual void* native_stream() const { return nullptr; }
 };
 
 // MemAvailable and MemTotal of /proc/meminfo (0 if unknown).

@@ -9,6 +9,7 @@ PACKAGES=(
   libsentencepiece-dev libcxxopts-dev doctest-dev
   libboost1.81-dev libboost-json1.81-dev libspdlog-dev libfmt-dev
   libxxhash-dev                     # header-only use: prefix-cache block hashes
+  libopenmpi-dev openmpi-bin        # tensor parallelism: MPI between ranks (mpirun), NCCL comes with CUDA
   libpcre2-dev libutf8proc-dev      # BPE pre-tokenizers: Unicode regexes, categories, NFC
   python3-jinja2                    # the oracle for chat templates
   clang libclang-rt-14-dev          # libFuzzer target for the GGUF parser

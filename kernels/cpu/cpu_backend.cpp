@@ -50,6 +50,12 @@ public:
     void free(void* p) override { std::free(p); }
     void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
+                 size_t rows) override {
+        for (size_t r = 0; r < rows; ++r)
+            std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                        width_bytes);
+    }
     size_t available_memory() const override { return host_available_memory(); }
     size_t total_memory() const override { return host_total_memory(); }
 

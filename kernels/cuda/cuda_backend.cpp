@@ -164,6 +164,11 @@ public:
         synchronize();
         traffic_.device_to_host_bytes += int64_t(bytes);
     }
+    void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
+                 size_t rows) override {
+        CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width_bytes, rows, cudaMemcpyDeviceToDevice,
+                                     stream_));
+    }
     size_t available_memory() const override {
         size_t free = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -493,6 +498,7 @@ public:
         synchronize();
         CUDA_CHECK(collect ? cudaProfilerStart() : cudaProfilerStop());
     }
+    void* native_stream() const override { return stream_; }
 
     void reset_traffic() override {
         const int32_t recordings = traffic_.recordings;
