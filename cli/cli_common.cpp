@@ -237,18 +237,19 @@ EngineConfig engine_config_from(const cxxopts::ParseResult& args) {
     return c;
 }
 
-std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args) {
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args, const World& world) {
     const std::string device = args["device"].as<std::string>();
     if (device != "cpu" && device != "cuda" && device != "auto")
         throw UsageError("--device must be cpu, cuda or auto, got '" + device + "'");
     const int32_t threads = args.count("threads") ? int_option(args, "threads", 0) : 0;
     BackendOptions options;
+    options.world = world;
     const std::string quant = args.count("quantization") ? args["quantization"].as<std::string>() : "none";
     if (quant == "fp8")
         options.quantization = WeightQuantization::FP8;
     else if (quant != "none")
         throw UsageError("--quantization must be none or fp8, got '" + quant + "'");
-    if (options.quantization == WeightQuantization::None) return make_backend(device, threads);
+    if (options.quantization == WeightQuantization::None) return make_backend(device, threads, options);
     try {
         return make_backend(device, threads, options);
     } catch (const std::invalid_argument& e) {  // fp8 on the CPU: a usage error

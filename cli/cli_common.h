@@ -81,7 +81,8 @@ std::unique_ptr<Model> load_draft_model(const SpeculativeConfig& spec, Backend& 
 
 // The backend --device names (and --threads and --quantization, for commands
 // that have them); a bad value, or fp8 without a GPU, is a UsageError.
-std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args);
+// The backend --device and --threads ask for, for this process's place in a parallel run.
+std::unique_ptr<Backend> backend_from(const cxxopts::ParseResult& args, const World& world = {});
 
 // The chat template of a model (its own, else --chat-template's, else chatml).
 // A model without one and no --chat-template gets a line on stderr: a base

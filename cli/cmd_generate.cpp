@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli/cli_common.h"
+#include "cli/parallel.h"
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "server/completion_json.h"
@@ -115,13 +116,17 @@ int cmd_generate(int argc, char** argv) {
     add_json_compact_option(opts);  // the default of structured_outputs.disable_any_whitespace
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding"});
+    add_parallel_options(opts);
+    const cxxopts::ParseResult args =
+        parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding", "parallelism"});
     if (!args.count("input")) throw UsageError("--input is required");
     if (!args.count("output")) throw UsageError("--output is required");
-    const EngineConfig config = engine_config_from(args);
+    EngineConfig config = engine_config_from(args);
 
-    auto backend = backend_from(args);
-    auto model = Model::load(open_model_arg(args, "model"), *backend);
+    ModelLaunch launch = launch_model(args, &config);
+    if (launch.worker_exit) return *launch.worker_exit;  // ranks > 0 of mpirun end here
+    const auto& backend = launch.backend;
+    const auto& model = launch.model;
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const auto draft_model = load_draft_model(config.speculative, *backend, *tokenizer);
     std::vector<Job> jobs = read_jobs(args["input"].as<std::string>(), *tokenizer, json_schema_options(args).compact);

@@ -16,6 +16,7 @@
 #include "engine/text/chat/chat_template.h"
 #include "engine/text/chat_prompt.h"
 #include "cli/cli_common.h"
+#include "cli/parallel.h"
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "engine/core/generate.h"
@@ -64,6 +65,7 @@ int cmd_run(int argc, char** argv) {
     add_constraint_options(opts, /*with_choice=*/false);
     add_device_options(opts, true);
     add_model_run_options(opts);
+    add_parallel_options(opts);
     add_speculative_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
 
@@ -85,14 +87,16 @@ int cmd_run(int argc, char** argv) {
     gen.speculative = speculative_config_from(args);
 
     const std::optional<KVDType> kv_choice = kv_cache_dtype_from(args);
-    auto backend = backend_from(args);
+    ModelLaunch launch = launch_model(args, nullptr);
+    if (launch.worker_exit) return *launch.worker_exit;  // ranks > 0 of mpirun end here
+    const auto& backend = launch.backend;
+    const auto& model = launch.model;
     KVDType kv_dtype;
     try {
         kv_dtype = resolve_kv_dtype(*backend, kv_choice);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
-    auto model = Model::load(open_model_arg(args, "model"), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
     try {

@@ -7,6 +7,7 @@
 
 #include "engine/text/chat/chat_template.h"
 #include "cli/cli_common.h"
+#include "cli/parallel.h"
 #include "cli/commands.h"
 #include "engine/model/model.h"
 #include "engine/text/tokenizer.h"
@@ -40,7 +41,8 @@ int cmd_serve(int argc, char** argv) {
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
-    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding"});
+    add_parallel_options(opts);
+    const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"}, {"", "engine", "speculative decoding", "parallelism"});
 
     ServerConfig sc;
     sc.host = args["host"].as<std::string>();
@@ -65,9 +67,11 @@ int cmd_serve(int argc, char** argv) {
     if (lvl == spdlog::level::off && level != "off") throw UsageError("--log-level must be debug, info, warn or error");
     spdlog::set_level(lvl);
 
-    const EngineConfig config = engine_config_from(args);
-    auto backend = backend_from(args);
-    GGUFFile file = open_model_arg(args, "model");
+    EngineConfig config = engine_config_from(args);
+    ModelLaunch launch = launch_model(args, &config);
+    if (launch.worker_exit) return *launch.worker_exit;  // ranks > 0 of mpirun end here
+    const auto& backend = launch.backend;
+    const auto& model = launch.model;
     if (args.count("served-model-name")) {
         sc.served_model_name = args["served-model-name"].as<std::string>();
         if (sc.served_model_name.empty()) throw UsageError("--served-model-name must not be empty");
@@ -78,7 +82,6 @@ int cmd_serve(int argc, char** argv) {
     sc.model_root = args.count("synthetic")
                         ? "synthetic:" + args["synthetic"].as<std::string>()
                         : std::filesystem::absolute(args["model"].as<std::string>()).string();
-    auto model = Model::load(std::move(file), *backend);
     auto tokenizer = Tokenizer::from_gguf(model->file());
     const auto draft_model = load_draft_model(config.speculative, *backend, *tokenizer);
     const ChatTemplate chat = chat_template_of(*model, *tokenizer, args["chat-template"].as<std::string>());

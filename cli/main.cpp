@@ -7,6 +7,7 @@
 #include "cli/build_info.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "dist/control.h"
 
 namespace {
 
@@ -52,12 +53,17 @@ int main(int argc, char** argv) {
         std::printf("%s", minfer::build_info().c_str());
         return 0;
     }
+    // vLLM's two-letter flag, which cxxopts would read as -t -p.
+    for (int i = 2; i < argc; ++i)
+        if (std::strcmp(argv[i], "-tp") == 0) argv[i] = const_cast<char*>("--tensor-parallel-size");
     for (const auto& s : kSubcommands) {
         if (cmd == s.name) {
             try {
                 return s.fn(argc - 1, argv + 1);
             } catch (const minfer::cli::HelpPrinted&) {
                 return 0;
+            } catch (const minfer::OtherRankFailed&) {
+                return 1;  // the rank that failed printed why
             } catch (const minfer::cli::UsageError& e) {
                 std::fprintf(stderr, "minfer %s: %s\n", s.name, e.what());
                 return 2;

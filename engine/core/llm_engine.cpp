@@ -77,6 +77,25 @@ int32_t kv_blocks_for(const ModelConfig& m, const Backend& backend, const Engine
     return static_cast<int32_t>(blocks);
 }
 
+int32_t agree_kv_blocks(const Model& model, EngineConfig config, const Model* draft_model) {
+    const Group* group = model.group();
+    if (!group) throw std::logic_error("agree_kv_blocks: the model has no tensor-parallel group");
+    int32_t blocks = 0;
+    std::exception_ptr error;
+    try {
+        const ModelConfig& m = model.rank_config();
+        if (config.max_model_len <= 0) config.max_model_len = m.context_len;
+        config.kv_cache_dtype = resolve_kv_dtype(model.backend(), config.kv_cache_dtype);
+        // The node's ranks share its RAM: each takes its part of the fraction.
+        if (model.backend().name() == "cpu") config.kv_cache_fraction /= group->control.world().local_size;
+        blocks = kv_blocks_for(m, model.backend(), config, draft_model ? &draft_model->config() : nullptr);
+    } catch (const std::invalid_argument&) {
+        error = std::current_exception();
+    }
+    group->control.agree(error);
+    return int32_t(group->control.min(blocks));
+}
+
 void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
     if (draft.vocab_size() != target.vocab_size())
         throw std::invalid_argument(fmt::format("the draft model's vocabulary has {} tokens, the model's {}: speculation "
@@ -112,7 +131,8 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
                                                 draft_model->config().vocab_size, m.vocab_size));
     if (drafting && &draft_model->backend() != &model.backend())
         throw std::invalid_argument("the draft model must be loaded on the model's backend");
-    config_.num_kv_blocks = kv_blocks_for(m, model.backend(), config_, drafting ? &draft_model->config() : nullptr);
+    config_.num_kv_blocks =
+        kv_blocks_for(model.rank_config(), model.backend(), config_, drafting ? &draft_model->config() : nullptr);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
     // A row of logits per sequence, and per draft of the sequences that may speculate.
     int32_t logits_rows = config_.max_num_seqs;

@@ -160,6 +160,14 @@ private:
 int32_t kv_blocks_for(const ModelConfig& model, const Backend& backend, const EngineConfig& config,
                       const ModelConfig* draft = nullptr);
 
+// Tensor parallelism: every rank of the model's group sizes the KV pool from
+// its own memory as LLMEngine would for `config`, and all agree on the
+// smallest (rank 0 then makes its engine with exactly that many blocks).
+// Collective: each rank calls it once, before rank 0 makes its engine. When
+// a rank has no room, the lowest such rank throws its std::invalid_argument
+// and the others OtherRankFailed (dist/control.h).
+int32_t agree_kv_blocks(const Model& model, EngineConfig config, const Model* draft_model = nullptr);
+
 // Throws std::invalid_argument unless the draft tokenizer has the target's
 // vocabulary, token for token (what speculation with a draft model needs).
 void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft);

@@ -32,6 +32,7 @@ void attention_block(const LayerContext& ctx, const LayerWeights& L, int32_t lay
     be.rope_kv_write(b.q, b.k, b.v, attn, sliding ? c.rope_swa : c.rope, ctx.cache, layer);
     be.paged_attention(b.q, attn, ctx.cache, layer, b.attn);
     be.matmul(b.attn, *L.wo, nullptr, n, b.proj);
+    if (ctx.comm) ctx.comm->all_reduce_sum(b.proj, size_t(n) * c.dim);
     if (ctx.program.post_norms) be.add_rms_norm(b.proj, nullptr, L.post_attn_norm, c.norm_eps, n, c.dim, b.proj);
 }
 
@@ -48,6 +49,7 @@ void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L) {
     else
         be.swiglu(b.gate, b.up, n, c.ffn_dim, b.hidden);
     be.matmul(b.hidden, *L.w_down, nullptr, n, b.proj);
+    if (ctx.comm) ctx.comm->all_reduce_sum(b.proj, size_t(n) * c.dim);
     if (ctx.program.post_norms) be.add_rms_norm(b.proj, nullptr, L.post_ffn_norm, c.norm_eps, n, c.dim, b.proj);
 }
 

@@ -44,7 +44,8 @@ struct LayerProgram {
     static LayerProgram from(const ModelConfig& c);
 };
 
-// One layer's context: the model's shape, the program, the backend and buffers.
+// One layer's context: the model's shape (this rank's part of it), the
+// program, the backend and buffers.
 struct LayerContext {
     const ModelConfig& config;
     const LayerProgram& program;
@@ -52,13 +53,18 @@ struct LayerContext {
     const LayerBuffers& buf;
     KVCache& cache;
     int32_t n;  // the step's rows
+    // Tensor parallelism: sums the row-parallel layers' partial outputs over
+    // the ranks (null in a world of one).
+    Communicator* comm = nullptr;
 };
 
 // residual += delta; normed = norm(residual); q/k/v projections, (qk norm),
-// rope + KV write, paged attention, the output projection (+ post norm) into proj.
+// rope + KV write, paged attention, the output projection (summed over the
+// ranks) (+ post norm) into proj.
 void attention_block(const LayerContext& ctx, const LayerWeights& L, int32_t layer, const float* delta);
 // residual += proj; normed = norm(residual); gate/up, the activation, down
-// (+ post norm) into proj. The dense FFN: the step a MoE FFN would replace.
+// (summed over the ranks) (+ post norm) into proj. The dense FFN: the step a
+// MoE FFN would replace.
 void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L);
 
 // residual += proj; normed = norm(residual); the router's logits, each row's

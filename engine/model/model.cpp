@@ -171,20 +171,51 @@ ExpertWeights expert_weights(const GGUFFile& f) {
     return x;
 }
 
+TensorSplit TensorSplit::of(const ModelConfig& c, int32_t rank, int32_t size, const std::string& path) {
+    TensorSplit t;
+    t.rank = rank;
+    t.size = size;
+    auto refuse = [&](const std::string& why) {
+        throw ModelError(fmt::format("{}: tensor parallelism over {} ranks: {}", path, size, why));
+    };
+    if (size < 1 || rank < 0 || rank >= size) refuse(fmt::format("rank {} is not one of them", rank));
+    if (c.is_moe() && size > 1)
+        refuse("mixture-of-experts models are not split yet (their experts would need expert parallelism)");
+    if (c.n_heads % size) refuse(fmt::format("the {} attention heads do not divide among the ranks", c.n_heads));
+    if (c.n_kv_heads % size && size % c.n_kv_heads)
+        refuse(fmt::format("the {} KV heads neither divide among the ranks nor the ranks among them", c.n_kv_heads));
+    if (c.dense_ffn_dim() % size)
+        refuse(fmt::format("the FFN's {} features do not divide among the ranks", c.dense_ffn_dim()));
+    t.n_heads = c.n_heads / size;
+    if (c.n_kv_heads >= size) {
+        t.n_kv_heads = c.n_kv_heads / size;
+        t.kv_shard = rank;
+        t.kv_shards = size;
+    } else {  // fewer KV heads than ranks: each rank keeps the one its query heads read
+        t.n_kv_heads = 1;
+        t.kv_shard = rank / (size / c.n_kv_heads);
+        t.kv_shards = c.n_kv_heads;
+    }
+    t.ffn_dim = c.dense_ffn_dim() / size;
+    return t;
+}
+
 Model::Model(GGUFFile file, Backend& backend) : file_(std::move(file)), backend_(backend) {}
 
 Model::~Model() {
     for (void* p : vectors_) backend_.free(p);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
-    return load(GGUFFile::open(path), backend);
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend, const Group* group) {
+    return load(GGUFFile::open(path), backend, group);
 }
 
-std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
+std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend, const Group* group) {
     std::unique_ptr<Model> m(new Model(std::move(file), backend));
+    m->group_ = group;
     const GGUFFile& f = m->file_;
     ModelConfig& c = m->config_ = ModelConfig::from_gguf(f);
+    const TensorSplit split = TensorSplit::of(c, group ? group->rank() : 0, group ? group->size() : 1, f.path());
 
     // What the backend packs; a type it cannot run becomes the file's error.
     auto packed = [&](auto pack) {
@@ -195,26 +226,31 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         }
     };
     // A matrix: GGUF ne = [cols, rows]; checked against the shape the config implies.
-    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    // `shard`: this rank's part (the whole matrix by default).
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, ShardSpec shard = {}) {
         const GGUFTensorInfo& t = f.tensor(name);
         if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
             throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}]", f.path(), name,
                                          fmt::join(t.ne, ", "), cols, rows));
-        return packed([&] { return backend.pack_weight({name, t.type, rows, cols, t.data}); });
+        return packed([&] { return backend.pack_weight({name, t.type, rows, cols, t.data}, shard); });
     };
-    // A vector, converted to float32 and uploaded.
-    auto vector = [&](const std::string& name, int64_t n) -> float* {
+    // A vector, converted to float32 and uploaded; `shard` (dim 0) picks this
+    // rank's slice of it, as a column-parallel layer's bias.
+    auto vector = [&](const std::string& name, int64_t n, ShardSpec shard = {}) -> float* {
         const GGUFTensorInfo& t = f.tensor(name);
         if (t.n_elements() != n)
             throw ModelError(fmt::format("{}: tensor '{}' has {} elements, expected {}", f.path(), name,
                                          t.n_elements(), n));
+        const int64_t first = n * shard.index / shard.count;
+        n = n * (shard.index + 1) / shard.count - first;
         std::vector<float> v(n);
-        for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+            const int64_t i = first + j;
             uint16_t h;
             switch (t.type) {
-                case GGMLType::F32: std::memcpy(&v[i], t.data + 4 * i, 4); break;
-                case GGMLType::F16: std::memcpy(&h, t.data + 2 * i, 2); v[i] = fp16_to_f32(h); break;
-                case GGMLType::BF16: std::memcpy(&h, t.data + 2 * i, 2); v[i] = bf16_to_f32(h); break;
+                case GGMLType::F32: std::memcpy(&v[j], t.data + 4 * i, 4); break;
+                case GGMLType::F16: std::memcpy(&h, t.data + 2 * i, 2); v[j] = fp16_to_f32(h); break;
+                case GGMLType::BF16: std::memcpy(&h, t.data + 2 * i, 2); v[j] = bf16_to_f32(h); break;
                 default:
                     throw ModelError(fmt::format("{}: vector '{}' has type {}, expected F32, F16 or BF16", f.path(),
                                                  name, ggml_type_name(t.type)));
@@ -259,8 +295,15 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
                                      backend.name()));
     ModelWeights& w = m->weights_;
     const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+    // Megatron's splits (TensorSplit): column-parallel by output features, row-parallel by input features.
+    const ShardSpec column_parallel{0, split.rank, split.size}, row_parallel{1, split.rank, split.size};
+    const ShardSpec kv_column_parallel{0, split.kv_shard, split.kv_shards};
     w.token_embd = matrix("token_embd.weight", c.vocab_size, c.dim);
     if (!c.tied_output) w.output = matrix("output.weight", c.vocab_size, c.dim);
+    if (split.size > 1) {
+        w.output_shard = matrix(c.tied_output ? "token_embd.weight" : "output.weight", c.vocab_size, c.dim, column_parallel);
+        w.vocab_begin = int32_t(int64_t(c.vocab_size) * split.rank / split.size);
+    }
     w.output_norm = vector("output_norm.weight", c.dim);
     if (c.has_rope_freqs) {
         w.rope_freqs = vector("rope_freqs.weight", c.rope.n_rot / 2);
@@ -271,14 +314,14 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         LayerWeights& L = w.layers[l];
         const std::string b = fmt::format("blk.{}.", l);
         L.attn_norm = vector(b + "attn_norm.weight", c.dim);
-        L.wq = matrix(b + "attn_q.weight", q_dim, c.dim);
-        L.wk = matrix(b + "attn_k.weight", kv_dim, c.dim);
-        L.wv = matrix(b + "attn_v.weight", kv_dim, c.dim);
-        L.wo = matrix(b + "attn_output.weight", c.dim, q_dim);
+        L.wq = matrix(b + "attn_q.weight", q_dim, c.dim, column_parallel);
+        L.wk = matrix(b + "attn_k.weight", kv_dim, c.dim, kv_column_parallel);
+        L.wv = matrix(b + "attn_v.weight", kv_dim, c.dim, kv_column_parallel);
+        L.wo = matrix(b + "attn_output.weight", c.dim, q_dim, row_parallel);
         if (c.qkv_bias) {
-            L.bq = vector(b + "attn_q.bias", q_dim);
-            L.bk = vector(b + "attn_k.bias", kv_dim);
-            L.bv = vector(b + "attn_v.bias", kv_dim);
+            L.bq = vector(b + "attn_q.bias", q_dim, column_parallel);
+            L.bk = vector(b + "attn_k.bias", kv_dim, kv_column_parallel);
+            L.bv = vector(b + "attn_v.bias", kv_dim, kv_column_parallel);
         }
         if (c.qk_norm) {
             L.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
@@ -289,12 +332,20 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend) {
         if (c.is_moe())
             load_moe_layer(b, L);
         else {
-            L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim);
-            L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim);
-            L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim);
+            L.w_gate = matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim, column_parallel);
+            L.w_up = matrix(b + "ffn_up.weight", c.ffn_dim, c.dim, column_parallel);
+            L.w_down = matrix(b + "ffn_down.weight", c.dim, c.ffn_dim, row_parallel);
         }
         if (c.post_norms) L.post_ffn_norm = vector(b + "post_ffw_norm.weight", c.dim);
     }
+    // The config as this rank runs it (copied last: the weights filled in the rope's factors).
+    ModelConfig& rc = m->rank_config_ = c;
+    rc.n_heads = split.n_heads;
+    rc.n_kv_heads = split.n_kv_heads;
+    if (c.is_moe())
+        rc.moe.shared_ffn_dim = split.ffn_dim;
+    else
+        rc.ffn_dim = split.ffn_dim;
     return m;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "dist/group.h"
 #include "engine/gguf/gguf.h"
 
 namespace minfer {
@@ -127,23 +128,47 @@ struct LayerWeights {
 struct ModelWeights {
     std::unique_ptr<PackedWeight> token_embd;
     std::unique_ptr<PackedWeight> output;   // null when tied: use token_embd
+    // Tensor parallelism: this rank's rows of the LM head (output.weight, or
+    // token_embd when tied), vocabulary ids [vocab_begin, vocab_begin + rows).
+    std::unique_ptr<PackedWeight> output_shard;
+    int32_t vocab_begin = 0;
     float* output_norm = nullptr;
     float* rope_freqs = nullptr;
     std::vector<LayerWeights> layers;
 
-    const PackedWeight& lm_head() const { return output ? *output : *token_embd; }
+    const PackedWeight& lm_head() const { return output_shard ? *output_shard : output ? *output : *token_embd; }
+};
+
+// How a model is cut over a tensor-parallel group of `size` ranks (Megatron's
+// splits): q/k/v and gate/up by output features (column-parallel), the
+// attention output and down by input features (row-parallel, an all-reduce
+// after each), the LM head by vocabulary. KV heads are split too, or each
+// rank keeps the one KV head its query heads read when there are fewer KV
+// heads than ranks. Throws ModelError when a dimension does not divide.
+struct TensorSplit {
+    int32_t rank = 0, size = 1;
+    int32_t n_heads = 0, n_kv_heads = 0;  // this rank's
+    int32_t kv_shard = 0, kv_shards = 1;  // which KV heads: shard kv_shard of kv_shards
+    int32_t ffn_dim = 0;                  // this rank's part of the (dense or shared-expert) FFN
+    static TensorSplit of(const ModelConfig& c, int32_t rank, int32_t size, const std::string& path);
 };
 
 // A loaded model file and its weights on one backend. The file stays mapped
 // while the model lives: the CPU backend reads F32 weights from the mapping.
 class Model {
 public:
-    static std::unique_ptr<Model> load(const std::string& path, Backend& backend);
+    // group: this rank's shard of a tensor-parallel model (null: all of it).
+    static std::unique_ptr<Model> load(const std::string& path, Backend& backend, const Group* group = nullptr);
     // The same from an opened (or in-memory, see model_source.h) GGUF, which the model keeps.
-    static std::unique_ptr<Model> load(GGUFFile file, Backend& backend);
+    static std::unique_ptr<Model> load(GGUFFile file, Backend& backend, const Group* group = nullptr);
 
     const GGUFFile& file() const { return file_; }
+    // The model as its file describes it.
     const ModelConfig& config() const { return config_; }
+    // The part this rank runs: config() with its heads and FFN width (the
+    // same as config() without a group).
+    const ModelConfig& rank_config() const { return rank_config_; }
+    const Group* group() const { return group_; }
     const ModelWeights& weights() const { return weights_; }
     Backend& backend() const { return backend_; }
     ~Model();
@@ -152,7 +177,9 @@ private:
     Model(GGUFFile file, Backend& backend);
     GGUFFile file_;
     Backend& backend_;
+    const Group* group_ = nullptr;
     ModelConfig config_;
+    ModelConfig rank_config_;
     ModelWeights weights_;
     std::vector<void*> vectors_;  // backend allocations owned by the model
 };

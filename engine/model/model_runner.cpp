@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
+#include "dist/plan_codec.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -87,16 +91,60 @@ KVDType resolve_kv_dtype(const Backend& backend, std::optional<KVDType> requeste
 }
 
 namespace {
+
 std::atomic<uint64_t> next_runner{0};
+
+// What rank 0's runners send the other ranks (serve_workers).
+enum WorkerCommand : int32_t {
+    kStartRunner = 1,  // payload: the RunnerLimits
+    kForward = 2,      // payload: the step plan (dist/plan_codec.h)
+    kEndRunner = 3,
+    kRelease = 4,      // no more runners: serve_workers returns
+};
+
+std::vector<int32_t> encode_limits(const RunnerLimits& l) {
+    return {l.max_num_batched_tokens, l.max_num_seqs, l.num_kv_blocks,         l.block_size,
+            l.max_logits_rows,        l.enforce_eager, int32_t(l.kv_dtype)};
+}
+
+RunnerLimits decode_limits(const std::vector<int32_t>& v) {
+    if (v.size() != 7) throw std::invalid_argument("serve_workers: a runner's limits are 7 numbers");
+    return {v[0], v[1], v[2], v[3], v[4], v[5] != 0, KVDType(v[6])};
+}
+
 }  // namespace
+
+void ModelRunner::serve_workers(const Model& model) {
+    const Group* group = model.group();
+    if (!group || group->is_root()) throw std::logic_error("serve_workers: only ranks other than 0 of a group serve");
+    std::unique_ptr<ModelRunner> runner;
+    std::vector<int32_t> payload;
+    for (;;) {
+        switch (group->control.receive(payload)) {
+            case kStartRunner: runner = std::make_unique<ModelRunner>(model, decode_limits(payload)); break;
+            case kForward:
+                if (!runner) throw std::logic_error("serve_workers: a step before its runner");
+                runner->forward(decode_plan(payload));
+                break;
+            case kEndRunner: runner.reset(); break;
+            case kRelease: return;
+            default: throw std::runtime_error("serve_workers: an unknown command from rank 0");
+        }
+    }
+}
+
+void ModelRunner::release_workers(const Group& group) {
+    if (group.is_root()) group.control.send(kRelease, {});
+}
 
 ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     : model_(model),
       backend_(model.backend()),
+      group_(model.group()),
       limits_(limits),
       recording_tag_((next_runner++ & 0xffff) << 48),
       program_(LayerProgram::from(model.config())) {
-    const ModelConfig& c = model.config();
+    const ModelConfig& c = model.rank_config();
     if (limits_.max_num_batched_tokens <= 0 || limits_.max_num_seqs <= 0 || limits_.num_kv_blocks <= 0 ||
         limits_.block_size <= 0)
         throw std::invalid_argument("runner limits must be positive");
@@ -128,6 +176,11 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
     }
     last_rows_ = buffer(limits_.max_logits_rows, c.dim);
     logits_ = buffer(limits_.max_logits_rows, c.vocab_size);
+    if (group_) {
+        vocab_shard_ = (c.vocab_size + group_->size() - 1) / group_->size();
+        shard_logits_ = buffer(limits_.max_logits_rows, vocab_shard_);
+        gathered_logits_ = buffer(int64_t(group_->size()) * limits_.max_logits_rows, vocab_shard_);
+    }
 
     cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim, limits_.kv_dtype};
     resolve_kv_dtype(backend_, limits_.kv_dtype);  // refuses a type the backend cannot run
@@ -137,9 +190,11 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
         allocations_.push_back(cache_.k.back());
         allocations_.push_back(cache_.v.back());
     }
+    if (sends_to_workers()) group_->control.send(kStartRunner, encode_limits(limits_));
 }
 
 ModelRunner::~ModelRunner() {
+    if (sends_to_workers()) group_->control.send(kEndRunner, {});
     for (void* p : allocations_) backend_.free(p);
 }
 
@@ -155,6 +210,23 @@ void ModelRunner::forward(const StepPlan& plan) {
         throw std::invalid_argument(fmt::format("step has {} sequences; the runner takes {}", plan.num_seqs(),
                                                 limits_.max_num_seqs));
     plan.validate(limits_.num_kv_blocks, limits_.block_size);
+    if (sends_to_workers()) {
+        group_->control.send(kForward, encode_plan(plan));
+        // The other ranks are in this step's collectives now: a step that
+        // fails here halfway would leave them waiting, so it ends the job.
+        try {
+            forward_step(plan);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "minfer: rank 0: a step failed: %s (ending every rank)\n", e.what());
+            group_->control.abort(1);
+        }
+        return;
+    }
+    forward_step(plan);
+}
+
+void ModelRunner::forward_step(const StepPlan& plan) {
+    const int32_t n = plan.num_tokens();
     if (!plan.block_copies.empty()) backend_.copy_kv_blocks(cache_, plan.block_copies);
     num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
 
@@ -185,8 +257,23 @@ void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
     buf.gate = gate_;
     buf.up = up_;
     buf.hidden = hidden_;
-    const LayerContext ctx{model_.config(), program_, backend_, buf, cache_, n};
-    run_layer_program(ctx, model_.weights(), logits_rows, last_rows_, logits_);
+    const LayerContext ctx{model_.rank_config(), program_, backend_, buf, cache_, n, group_ ? &group_->comm : nullptr};
+    run_layer_program(ctx, model_.weights(), logits_rows, last_rows_, group_ ? shard_logits_ : logits_);
+    if (group_ && logits_rows > 0) gather_logits(logits_rows);
+}
+
+// Rank r's LM head wrote [rows x its vocabulary part] into shard_logits_; all
+// ranks send vocab_shard_ floats a row (the narrower parts' tails unused), and
+// each part is copied into its columns of logits_.
+void ModelRunner::gather_logits(int32_t rows) {
+    const int32_t ranks = group_->size(), vocab = model_.config().vocab_size;
+    const size_t part = size_t(rows) * vocab_shard_;
+    group_->comm.all_gather(shard_logits_, part, gathered_logits_);
+    for (int32_t r = 0; r < ranks; ++r) {
+        const int64_t begin = int64_t(vocab) * r / ranks, width = int64_t(vocab) * (r + 1) / ranks - begin;
+        backend_.copy_2d(logits_ + begin, size_t(vocab) * sizeof(float), gathered_logits_ + part * r,
+                         size_t(width) * sizeof(float), size_t(width) * sizeof(float), size_t(rows));
+    }
 }
 
 std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {

@@ -3,6 +3,13 @@
 // It owns the KV pool and the activation workspace, both sized once from the
 // limits, so nothing is allocated inside a step.
 //
+// Tensor parallelism lives here, as nano-vllm keeps it in its runner: on a
+// model loaded with a group, rank 0's runner is the one the engine drives.
+// It sends its limits to the other ranks when it is made, each step's plan
+// before it runs the step, and word of its end; the other ranks wait in
+// serve_workers(), running the same steps on their shards. The logits come
+// together on every rank (all-gather), and rank 0 samples.
+//
 // On a backend that records steps (CUDA graphs), a step whose sequences all
 // have the same number of rows, each wanting logits (decodes: one row; the
 // verification step of speculative decoding: the last token and k drafts), is
@@ -68,6 +75,12 @@ class ModelRunner {
 public:
     ModelRunner(const Model& model, RunnerLimits limits);
     ~ModelRunner();
+
+    // The ranks other than 0 of a tensor-parallel model: run the runners and
+    // steps rank 0's runners send, until rank 0 calls release_workers.
+    static void serve_workers(const Model& model);
+    // Rank 0: ends the other ranks' serve_workers (after its last runner is gone).
+    static void release_workers(const Group& group);
     ModelRunner(const ModelRunner&) = delete;
     ModelRunner& operator=(const ModelRunner&) = delete;
 
@@ -83,11 +96,18 @@ public:
     std::vector<float> logits() const;
 
 private:
+    // forward() once the plan is checked (and sent to the other ranks).
+    void forward_step(const StepPlan& plan);
     // Every launch of a forward over the current step of n rows, logits_rows of which want logits.
     void run_layers(int32_t n, int32_t logits_rows);
+    // Tensor parallelism: each rank's columns of the logits, gathered into logits_.
+    void gather_logits(int32_t rows);
+    // Rank 0 of a group tells the other ranks (serve_workers) what to do; the others never send.
+    bool sends_to_workers() const { return group_ && group_->is_root(); }
 
     const Model& model_;
     Backend& backend_;
+    const Group* group_;  // the model's tensor-parallel group (null: a world of one)
     RunnerLimits limits_;
     // In the top bits of this runner's recording keys: two runners on one
     // backend (a target and its draft model) must not replay each other's steps.
@@ -111,6 +131,12 @@ private:
     LayerBuffers moe_;  // a MoE model's buffers (router_logits and after)
     float* last_rows_ = nullptr;   // [max_logits_rows x dim]
     float* logits_ = nullptr;      // [max_logits_rows x vocab]
+    // Tensor parallelism: this rank's logits [max_logits_rows x vocab_shard]
+    // and every rank's, gathered [ranks x max_logits_rows x vocab_shard], where
+    // vocab_shard is the widest rank's part of the vocabulary.
+    int32_t vocab_shard_ = 0;
+    float* shard_logits_ = nullptr;
+    float* gathered_logits_ = nullptr;
     std::vector<void*> allocations_;
 };
 

@@ -1,0 +1,106 @@
+#include "cli/parallel.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "cli/cli_common.h"
+#include "engine/model/model_runner.h"
+
+namespace minfer::cli {
+
+void add_parallel_options(cxxopts::Options& opts) {
+    opts.add_options("parallelism")(
+        "tensor-parallel-size",
+        "ranks the model is split over (-tp N); launch with mpirun -np N",
+        cxxopts::value<int32_t>()->default_value("1"));
+}
+
+std::unique_ptr<ParallelRun> ParallelRun::start(const cxxopts::ParseResult& args) {
+    const int32_t tp = args["tensor-parallel-size"].as<int32_t>();
+    if (tp < 1) throw UsageError(fmt::format("--tensor-parallel-size must be at least 1, got {}", tp));
+    if (!launched_by_mpi()) {
+        if (tp == 1) return nullptr;
+        throw UsageError(fmt::format("-tp {} runs one process per rank: launch it as mpirun -np {} minfer ... -tp {}",
+                                     tp, tp, tp));
+    }
+    std::unique_ptr<ParallelRun> run(new ParallelRun);
+    try {
+        run->mpi_ = std::make_unique<MpiSession>();
+    } catch (const LaunchError& e) {
+        throw UsageError(e.what());
+    }
+    const World& w = run->world();
+    if (w.size != tp) {
+        if (w.rank != 0) throw OtherRankFailed();
+        throw UsageError(fmt::format("mpirun started {} rank(s) but -tp is {}: they must be equal", w.size, tp));
+    }
+    if (tp == 1) return nullptr;  // mpirun -np 1: a world of one (MPI ends with `run`)
+    run->control_ = std::make_unique<Control>(w);
+    return run;
+}
+
+ParallelRun::~ParallelRun() {
+    if (workers_serving_ && is_root()) {
+        try {
+            ModelRunner::release_workers(*group_);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "minfer: rank 0 could not release the other ranks: %s\n", e.what());
+        }
+    }
+}
+
+std::unique_ptr<Model> ParallelRun::load(Backend& backend, const std::function<GGUFFile()>& open) {
+    std::unique_ptr<Model> model;
+    std::exception_ptr error;
+    try {
+        comm_ = make_communicator(backend, *control_);
+        group_ = std::make_unique<Group>(Group{*control_, *comm_});
+        model = Model::load(open(), backend, group_.get());
+    } catch (...) {
+        error = std::current_exception();
+    }
+    control_->agree(error);
+    return model;
+}
+
+std::optional<int> ParallelRun::split_roles(const Model& model, EngineConfig* config) {
+    if (config) {
+        try {
+            config->num_kv_blocks = agree_kv_blocks(model, *config);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+        }
+    }
+    workers_serving_ = true;
+    if (is_root()) return std::nullopt;
+    // mpirun hands SIGINT and SIGTERM to every rank: rank 0 drains its
+    // requests and then releases the others, which must live until then.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    try {
+        ModelRunner::serve_workers(model);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "minfer: rank %d: error: %s (ending every rank)\n", world().rank, e.what());
+        control_->abort(1);
+    }
+    workers_serving_ = false;
+    return 0;
+}
+
+ModelLaunch launch_model(const cxxopts::ParseResult& args, EngineConfig* config) {
+    ModelLaunch l;
+    l.parallel = ParallelRun::start(args);
+    l.backend = backend_from(args, l.parallel ? l.parallel->world() : World{});
+    const auto open = [&] { return open_model_arg(args, "model"); };
+    if (!l.parallel) {
+        l.model = Model::load(open(), *l.backend);
+        return l;
+    }
+    l.model = l.parallel->load(*l.backend, open);
+    l.worker_exit = l.parallel->split_roles(*l.model, config);
+    return l;
+}
+
+}  // namespace minfer::cli
