@@ -24,15 +24,13 @@ public:
     // recv[size() * count]: rank r's send[count] at recv + r * count.
     virtual void all_gather(const float* send, size_t count, float* recv) = 0;
 
-    // Floats moved by this rank's collectives so far (the volume a step sends).
+    // Floats this rank has all-reduced so far (tests/dist prints the volume a step).
     size_t floats_reduced() const { return floats_reduced_; }
-    size_t floats_gathered() const { return floats_gathered_; }
 
 protected:
     explicit Communicator(const World& world) : world_(world) {}
     World world_;
     size_t floats_reduced_ = 0;
-    size_t floats_gathered_ = 0;
 };
 
 // The communicator for `backend`'s memory: NCCL for CUDA (its unique id sent

@@ -75,10 +75,8 @@ int64_t Control::min(int64_t value) {
     return out;
 }
 
-int32_t Control::first_failure(bool ok) { return int32_t(min(ok ? world_.size : world_.rank)); }
-
 void Control::agree(const std::exception_ptr& error) {
-    const int32_t failed = first_failure(!error);
+    const int64_t failed = min(error ? world_.rank : world_.size);
     if (failed == world_.size) return;
     if (failed == world_.rank) std::rethrow_exception(error);
     throw OtherRankFailed();

@@ -40,11 +40,9 @@ public:
     void broadcast(void* data, size_t bytes);
     // The minimum of every rank's value.
     int64_t min(int64_t value);
-    // Every rank says whether its part went well; all learn the lowest rank that
-    // failed (world().size when none did), so that one rank reports and all exit.
-    int32_t first_failure(bool ok);
-    // The same with the error itself: nothing when every rank went well; else
-    // the lowest failing rank rethrows its error and the others throw OtherRankFailed.
+    // Every rank says whether its part went well (error null): nothing happens
+    // when all did; else the lowest failing rank rethrows its error and the
+    // others throw OtherRankFailed, so that one rank reports and all exit.
     void agree(const std::exception_ptr& error);
     // Ends every rank of the job at once (a rank that cannot go on).
     [[noreturn]] void abort(int code);

@@ -41,7 +41,6 @@ public:
     void all_gather(const float* send, size_t count, float* recv) override {
         if (count > kMaxCount) throw std::invalid_argument("all_gather: more than 2^30 floats a rank");
         check(MPI_Allgather(send, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, comm_), "MPI_Allgather");
-        floats_gathered_ += count * size_t(size());
     }
 
 private:

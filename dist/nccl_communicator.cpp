@@ -36,7 +36,6 @@ public:
     }
     void all_gather(const float* send, size_t count, float* recv) override {
         check(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_), "ncclAllGather");
-        floats_gathered_ += count * size_t(size());
     }
 
 private:
