@@ -7,7 +7,7 @@
 #include "cli/build_info.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "dist/control.h"
+#include "kernels/parallel.h"
 
 namespace {
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "cli/cli_common.h"
+#include "dist/communicator.h"
+#include "dist/mpi_control.h"
 #include "engine/model/model_runner.h"
 
 namespace minfer::cli {
@@ -37,7 +39,7 @@ std::unique_ptr<ParallelRun> ParallelRun::start(const cxxopts::ParseResult& args
         throw UsageError(fmt::format("mpirun started {} rank(s) but -tp is {}: they must be equal", w.size, tp));
     }
     if (tp == 1) return nullptr;  // mpirun -np 1: a world of one (MPI ends with `run`)
-    run->control_ = std::make_unique<Control>(w);
+    run->control_ = make_mpi_control(w);
     return run;
 }
 

@@ -12,10 +12,8 @@
 #include <memory>
 #include <optional>
 
-#include "dist/communicator.h"
-#include "dist/control.h"
-#include "dist/group.h"
 #include "dist/mpi_session.h"
+#include "kernels/parallel.h"
 #include "engine/gguf/gguf.h"
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"

@@ -6,14 +6,11 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "dist/mpi_error.h"
 
 namespace minfer {
 
 namespace {
-
-void check(int rc, const char* what) {
-    if (rc != MPI_SUCCESS) throw std::runtime_error(std::string(what) + " failed (MPI error " + std::to_string(rc) + ")");
-}
 
 // MPI counts are ints: big buffers go in pieces.
 constexpr size_t kMaxCount = size_t(1) << 30;
@@ -21,7 +18,7 @@ constexpr size_t kMaxCount = size_t(1) << 30;
 class MpiCommunicator final : public Communicator {
 public:
     explicit MpiCommunicator(const World& world) : Communicator(world) {
-        check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
         MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     }
     ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
@@ -32,7 +29,7 @@ public:
     void all_reduce_sum(float* data, size_t count) override {
         for (size_t done = 0; done < count;) {
             const int n = int(std::min(count - done, kMaxCount));
-            check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+            check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
             done += size_t(n);
         }
         floats_reduced_ += count;
@@ -40,7 +37,7 @@ public:
 
     void all_gather(const float* send, size_t count, float* recv) override {
         if (count > kMaxCount) throw std::invalid_argument("all_gather: more than 2^30 floats a rank");
-        check(MPI_Allgather(send, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, comm_), "MPI_Allgather");
+        check_mpi(MPI_Allgather(send, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, comm_), "MPI_Allgather");
     }
 
 private:

@@ -165,7 +165,7 @@ int32_t kv_blocks_for(const ModelConfig& model, const Backend& backend, const En
 // smallest (rank 0 then makes its engine with exactly that many blocks).
 // Collective: each rank calls it once, before rank 0 makes its engine. When
 // a rank has no room, the lowest such rank throws its std::invalid_argument
-// and the others OtherRankFailed (dist/control.h).
+// and the others OtherRankFailed (kernels/parallel.h).
 int32_t agree_kv_blocks(const Model& model, EngineConfig config, const Model* draft_model = nullptr);
 
 // Throws std::invalid_argument unless the draft tokenizer has the target's

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "dist/group.h"
+#include "kernels/parallel.h"
 #include "engine/gguf/gguf.h"
 
 namespace minfer {

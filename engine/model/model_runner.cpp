@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "dist/plan_codec.h"
+#include "kernels/plan_codec.h"
 
 #include <algorithm>
 #include <atomic>
@@ -97,7 +97,7 @@ std::atomic<uint64_t> next_runner{0};
 // What rank 0's runners send the other ranks (serve_workers).
 enum WorkerCommand : int32_t {
     kStartRunner = 1,  // payload: the RunnerLimits
-    kForward = 2,      // payload: the step plan (dist/plan_codec.h)
+    kForward = 2,      // payload: the step plan (kernels/plan_codec.h)
     kEndRunner = 3,
     kRelease = 4,      // no more runners: serve_workers returns
 };

@@ -11,8 +11,7 @@
 
 #include "../rel_error.h"
 #include "dist/communicator.h"
-#include "dist/control.h"
-#include "dist/group.h"
+#include "dist/mpi_control.h"
 #include "dist/mpi_session.h"
 #include "engine/core/plan_builder.h"
 #include "engine/gguf/synth.h"
@@ -115,10 +114,10 @@ Trace run_steps(ModelRunner& runner, int32_t vocab) {
 int main() {
     MpiSession mpi;
     const World& world = mpi.world();
-    Control control(world);
+    const auto control = make_mpi_control(world);
     auto backend = make_cpu_backend(cpu_threads_for(world, 0));
-    auto comm = make_communicator(*backend, control);
-    const Group group{control, *comm};
+    auto comm = make_communicator(*backend, *control);
+    const Group group{*control, *comm};
 
     std::vector<Case> cases = {
         {"stories260K (f32)", [] { return GGUFFile::open(MINFER_SOURCE_DIR "/models/stories260K.gguf"); }},

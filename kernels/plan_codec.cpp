@@ -1,4 +1,4 @@
-#include "dist/plan_codec.h"
+#include "kernels/plan_codec.h"
 
 #include <array>
 #include <stdexcept>

@@ -1,4 +1,5 @@
-// A StepPlan as one array of int32, for rank 0 to send to the other ranks:
+// A StepPlan as one array of int32, for rank 0 to send to the other ranks
+// (ModelRunner, through kernels/parallel.h's Control):
 // the arrays' sizes first, then the arrays back to back.
 #pragma once
 
