@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "dist/mpi_error.h"
@@ -40,7 +41,60 @@ public:
         check_mpi(MPI_Allgather(send, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, comm_), "MPI_Allgather");
     }
 
+    void all_to_all_v(const float* send, std::span<const size_t> send_counts, float* recv,
+                      std::span<const size_t> recv_counts) override {
+        const std::vector<int> sc = ints(send_counts, "all_to_all_v"), rc = ints(recv_counts, "all_to_all_v");
+        check_mpi(MPI_Alltoallv(send, sc.data(), offsets(sc).data(), MPI_FLOAT, recv, rc.data(), offsets(rc).data(),
+                                MPI_FLOAT, comm_),
+                  "MPI_Alltoallv");
+    }
+
+    void broadcast(void* data, size_t bytes, int32_t root) override {
+        for (size_t done = 0; done < bytes;) {
+            const int n = int(std::min(bytes - done, kMaxCount));
+            check_mpi(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+            done += size_t(n);
+        }
+    }
+
+    void send(const void* data, size_t bytes, int32_t peer) override {
+        for (size_t done = 0; done < bytes;) {
+            const int n = int(std::min(bytes - done, kMaxCount));
+            check_mpi(MPI_Send(static_cast<const char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_), "MPI_Send");
+            done += size_t(n);
+        }
+    }
+
+    void recv(void* data, size_t bytes, int32_t peer) override {
+        for (size_t done = 0; done < bytes;) {
+            const int n = int(std::min(bytes - done, kMaxCount));
+            check_mpi(MPI_Recv(static_cast<char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE),
+                      "MPI_Recv");
+            done += size_t(n);
+        }
+    }
+
 private:
+    static constexpr int kTag = 17;
+    // One count a rank, as MPI takes them, and where each rank's run begins.
+    std::vector<int> ints(std::span<const size_t> counts, const char* what) const {
+        if (counts.size() != size_t(size()))
+            throw std::invalid_argument(std::string(what) + ": " + std::to_string(counts.size()) +
+                                        " counts for " + std::to_string(size()) + " ranks");
+        std::vector<int> v;
+        size_t total = 0;
+        for (const size_t c : counts) {
+            total += c;
+            v.push_back(int(c));
+        }
+        if (total > kMaxCount) throw std::invalid_argument(std::string(what) + ": more than 2^30 floats");
+        return v;
+    }
+    static std::vector<int> offsets(const std::vector<int>& counts) {
+        std::vector<int> at(counts.size(), 0);
+        for (size_t r = 1; r < counts.size(); ++r) at[r] = at[r - 1] + counts[r - 1];
+        return at;
+    }
     MPI_Comm comm_;
 };
 

@@ -12,6 +12,12 @@ bool launched_by_mpi() {
     return false;
 }
 
+int launcher_rank() {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+        if (const char* v = std::getenv(name)) return std::atoi(v);
+    return 0;
+}
+
 MpiSession::MpiSession() {
     int initialized = 0;
     MPI_Initialized(&initialized);

@@ -17,6 +17,10 @@ struct LaunchError : std::runtime_error {
 // True when an MPI launcher (mpirun/mpiexec of Open MPI or MPICH, or srun
 // with PMI) started this process: its environment names a world size.
 bool launched_by_mpi();
+// This process's rank as the launcher's environment gives it, before MPI
+// starts (0 when no launcher started it): a bad flag, which every rank meets
+// alike, is printed by rank 0 alone.
+int launcher_rank();
 
 // MPI for the life of the object: initialised with MPI_THREAD_SERIALIZED (the
 // engine thread and the main thread take turns), finalised at the end.

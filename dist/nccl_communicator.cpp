@@ -38,6 +38,34 @@ public:
         check(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_), "ncclAllGather");
     }
 
+    // NCCL has no all-to-all-v: a send and a receive for every peer, in one group.
+    void all_to_all_v(const float* send, std::span<const size_t> send_counts, float* recv,
+                      std::span<const size_t> recv_counts) override {
+        if (send_counts.size() != size_t(size()) || recv_counts.size() != size_t(size()))
+            throw std::invalid_argument("all_to_all_v: one count a rank");
+        check(ncclGroupStart(), "ncclGroupStart");
+        size_t s = 0, r = 0;
+        for (int32_t peer = 0; peer < size(); ++peer) {
+            if (send_counts[size_t(peer)])
+                check(ncclSend(send + s, send_counts[size_t(peer)], ncclFloat32, peer, comm_, stream_), "ncclSend");
+            if (recv_counts[size_t(peer)])
+                check(ncclRecv(recv + r, recv_counts[size_t(peer)], ncclFloat32, peer, comm_, stream_), "ncclRecv");
+            s += send_counts[size_t(peer)];
+            r += recv_counts[size_t(peer)];
+        }
+        check(ncclGroupEnd(), "ncclGroupEnd");
+    }
+
+    void broadcast(void* data, size_t bytes, int32_t root) override {
+        check(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
+    }
+    void send(const void* data, size_t bytes, int32_t peer) override {
+        check(ncclSend(data, bytes, ncclUint8, peer, comm_, stream_), "ncclSend");
+    }
+    void recv(void* data, size_t bytes, int32_t peer) override {
+        check(ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_), "ncclRecv");
+    }
+
 private:
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;

@@ -45,11 +45,13 @@ struct PackedWeight {
 
 // A layer's experts of a mixture-of-experts FFN: n_experts matrices of rows x
 // cols each, stored as one 3-D GGUF tensor (ne = [cols, rows, n_experts],
-// expert e's rows right after expert e-1's).
+// expert e's rows right after expert e-1's). Under expert parallelism a rank
+// packs a slice of them: global ids first_expert .. first_expert + n_experts - 1.
 struct PackedExperts {
     virtual ~PackedExperts() = default;
     std::string name;
     GGMLType type;
+    int32_t first_expert = 0;
     int32_t n_experts = 0;
     int64_t rows = 0;  // per expert
     int64_t cols = 0;
@@ -187,7 +189,10 @@ public:
     // ---- ops over the current step's rows (n = plan.num_tokens()) ----------
 
     // out[n, cols] = table rows of the step's token ids.
-    virtual void embedding(const PackedWeight& table, float* out) = 0;
+    // (table: the vocabulary's rows first_row .. first_row + rows - 1, a
+    // vocabulary-parallel shard; an id outside them gives a row of zeros, a
+    // negative one std::out_of_range. ModelRunner checks ids against the vocabulary.)
+    virtual void embedding(const PackedWeight& table, int64_t first_row, float* out) = 0;
     // residual += delta (when delta is not null); out = rmsnorm(residual) * weight.
     virtual void add_rms_norm(float* residual, const float* delta, const float* weight, float eps,
                               int32_t rows, int32_t dim, float* out) = 0;
@@ -233,6 +238,8 @@ public:
     // out[r] = sum over j < k, in that order, of weights[r, j] * FFN_e(x[r]) with
     // e = ids[r, j] and FFN_e(x) = down_e(silu(gate_e x) * up_e x). A row's
     // result does not depend on the other rows (batch invariance on the CPU).
+    // ids are global: pairs whose expert is outside the packed slice (another
+    // rank's, under expert parallelism) add nothing, and a row with none is 0.
     virtual void moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
                              const PackedExperts& gate, const PackedExperts& up, const PackedExperts& down,
                              float* out);

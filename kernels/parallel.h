@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,6 +73,17 @@ public:
     virtual void all_reduce_sum(float* data, size_t count) = 0;
     // recv[size() * count]: rank r's send[count] at recv + r * count.
     virtual void all_gather(const float* send, size_t count, float* recv) = 0;
+    // Each rank sends send_counts[r] floats to rank r, one run after another
+    // from `send`, and receives recv_counts[r] from rank r into `recv`, in rank
+    // order (a rank's recv_counts[r] is rank r's send_counts[this rank]).
+    virtual void all_to_all_v(const float* send, std::span<const size_t> send_counts, float* recv,
+                              std::span<const size_t> recv_counts) = 0;
+    // bytes from rank `root`'s data into every other rank's.
+    virtual void broadcast(void* data, size_t bytes, int32_t root) = 0;
+    // Point to point: bytes to rank `peer`, which receives them with recv
+    // (blocks until matched; the two ranks call in the same order).
+    virtual void send(const void* data, size_t bytes, int32_t peer) = 0;
+    virtual void recv(void* data, size_t bytes, int32_t peer) = 0;
 
     // Floats this rank has all-reduced so far (tests/dist prints the volume a step).
     size_t floats_reduced() const { return floats_reduced_; }
@@ -86,6 +98,9 @@ protected:
 struct Group {
     Control& control;
     Communicator& comm;
+    // A mixture-of-experts model's experts: whole experts split by id among
+    // the ranks (vLLM's --enable-expert-parallel), not each expert's matrices.
+    bool expert_parallel = false;
     int32_t rank() const { return control.world().rank; }
     int32_t size() const { return control.world().size; }
     bool is_root() const { return rank() == 0; }

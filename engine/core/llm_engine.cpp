@@ -337,6 +337,7 @@ EngineStats LLMEngine::stats() const {
     st.generation_tokens = outputs_->generation_tokens();
     st.device_idle_seconds = model_.backend().device_idle_seconds();
     st.spec_decode = outputs_->spec_stats();
+    st.parallel = runner_->parallel_stats();
     return st;
 }
 

@@ -79,6 +79,7 @@ struct EngineStats {
     int64_t generation_tokens = 0;  // tokens sampled
     double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
     SpecDecodeStats spec_decode;     // speculative decoding's drafts and acceptances
+    ParallelStats parallel;          // a model split over ranks: all-reduce volume, experts' balance
 };
 
 class LLMEngine {

@@ -42,6 +42,9 @@ const SynthPreset kPresets[] = {
     // Llama 3.1 8B: its config.json has rope scaling factor 8 (3.2 1B/3B use 32).
     {"llama3-8b", "llama", "Llama 3.1 8B", 4096, 32, 32, 8, 14336, 128256, 131072, false, false, 500000.0f, 1e-5f,
      8.0f, 1.0f, 4.0f, 8192},
+    // Llama 3.1 70B, for tensor parallelism's scaling (141 GB in bf16: `synth --layers` for one GPU).
+    {"llama3-70b", "llama", "Llama 3.1 70B", 8192, 80, 64, 8, 28672, 128256, 131072, false, false, 500000.0f, 1e-5f,
+     8.0f, 1.0f, 4.0f, 8192},
     // Qwen2.5 0.5B: q/k/v biases, NEOX rope, dim 896 (not a multiple of 256: Q4_K_M falls back).
     {"qwen2-0.5b", "qwen2", "Qwen2.5 0.5B", 896, 24, 14, 2, 4864, 151936, 32768, true, true, 1000000.0f, 1e-6f},
     // Gemma 3 270M: head size 256 over 4 query heads and 1 KV head, a 262k vocabulary

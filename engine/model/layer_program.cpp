@@ -61,16 +61,25 @@ void moe_ffn_block(const LayerContext& ctx, const LayerWeights& L) {
     be.add_rms_norm(b.residual, b.proj, L.ffn_norm, c.norm_eps, n, c.dim, b.normed);
     be.matmul(b.normed, *L.router, nullptr, n, b.router_logits);
     be.moe_route(b.router_logits, n, ctx.program.routing, b.expert_ids, b.expert_weights);
+    if (ctx.expert_load) ctx.expert_load->count(be, b.expert_ids, int64_t(n) * ctx.program.routing.k);
     be.moe_experts(b.normed, b.expert_ids, b.expert_weights, n, ctx.program.routing.k, *L.exp_gate, *L.exp_up,
                    *L.exp_down, b.proj);
-    if (!L.shared_gate) return;
-    const int32_t width = c.moe.shared_ffn_dim;
-    const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, b.gate}, {L.w_up.get(), nullptr, b.up},
-                                             {L.shared_gate.get(), nullptr, b.shared_gate}};
-    be.matmul_shared_input(b.normed, gate_up, n);
-    be.swiglu(b.gate, b.up, n, width, b.hidden);
-    be.matmul(b.hidden, *L.w_down, nullptr, n, b.shared_out);
-    be.add_sigmoid_gated(b.shared_gate, b.shared_out, n, c.dim, b.proj);
+    if (L.shared_gate) {
+        const int32_t width = c.moe.shared_ffn_dim;
+        const Backend::MatmulTarget gate_up[] = {{L.w_gate.get(), nullptr, b.gate}, {L.w_up.get(), nullptr, b.up},
+                                                 {L.shared_gate.get(), nullptr, b.shared_gate}};
+        be.matmul_shared_input(b.normed, gate_up, n);
+        be.swiglu(b.gate, b.up, n, width, b.hidden);
+        be.matmul(b.hidden, *L.w_down, nullptr, n, b.shared_out);
+        be.add_sigmoid_gated(b.shared_gate, b.shared_out, n, c.dim, b.proj);
+    }
+    if (ctx.comm) ctx.comm->all_reduce_sum(b.proj, size_t(n) * c.dim);
+}
+
+void ExpertLoad::count(Backend& backend, const int32_t* ids_on_backend, int64_t count) {
+    ids.resize(size_t(count));
+    backend.download(ids.data(), ids_on_backend, ids.size() * sizeof(int32_t));
+    for (const int32_t e : ids) ++pairs[size_t(e / experts_per_rank)];
 }
 
 void run_layer_program(const LayerContext& ctx, const ModelWeights& w, int32_t logits_rows, float* last_rows,
@@ -79,7 +88,8 @@ void run_layer_program(const LayerContext& ctx, const ModelWeights& w, int32_t l
     const LayerBuffers& b = ctx.buf;
     Backend& be = ctx.backend;
     const int32_t n = ctx.n;
-    be.embedding(*w.token_embd, b.residual);
+    be.embedding(*w.token_embd, w.vocab_begin, b.residual);
+    if (ctx.comm) ctx.comm->all_reduce_sum(b.residual, size_t(n) * c.dim);  // the rank holding each id adds its row
     if (ctx.program.embed_scale) be.scale(b.residual, int64_t(n) * c.dim, std::sqrt(float(c.dim)));
     const float* delta = nullptr;  // the previous layer's output, added to the residual by the next norm
     for (int32_t l = 0; l < c.n_layers; ++l) {

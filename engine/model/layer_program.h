@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "engine/model/model.h"
@@ -44,6 +45,16 @@ struct LayerProgram {
     static LayerProgram from(const ModelConfig& c);
 };
 
+// Expert parallelism's load balance: the (row, expert) pairs routed to each
+// rank's experts, counted from the routing (which every rank computes alike).
+struct ExpertLoad {
+    int32_t experts_per_rank = 1;
+    std::vector<int64_t> pairs;  // [ranks]: since the runner last cleared it
+    std::vector<int32_t> ids;    // the routing, copied to the host
+    // Adds a layer's routing of `count` pairs (ids in the backend's memory).
+    void count(Backend& backend, const int32_t* ids_on_backend, int64_t count);
+};
+
 // One layer's context: the model's shape (this rank's part of it), the
 // program, the backend and buffers.
 struct LayerContext {
@@ -56,6 +67,8 @@ struct LayerContext {
     // Tensor parallelism: sums the row-parallel layers' partial outputs over
     // the ranks (null in a world of one).
     Communicator* comm = nullptr;
+    // Expert parallelism: where the MoE layers count their routing (null: not counted).
+    ExpertLoad* expert_load = nullptr;
 };
 
 // residual += delta; normed = norm(residual); q/k/v projections, (qk norm),
@@ -69,7 +82,10 @@ void dense_ffn_block(const LayerContext& ctx, const LayerWeights& L);
 
 // residual += proj; normed = norm(residual); the router's logits, each row's
 // top-k experts and weights, the experts' weighted sum into proj, and (qwen2moe)
-// the shared expert's output times sigmoid(its gate) added to it.
+// the shared expert's output times sigmoid(its gate) added to it. Split over
+// ranks, each holds some of the experts (and a part of the shared expert):
+// every rank already has every row, so the routing is computed alike on all,
+// each runs its experts' pairs, and one all-reduce sums the partial outputs.
 void moe_ffn_block(const LayerContext& ctx, const LayerWeights& L);
 
 // The whole stack: embeddings, every layer's two blocks, and (for logits_rows

@@ -171,7 +171,8 @@ ExpertWeights expert_weights(const GGUFFile& f) {
     return x;
 }
 
-TensorSplit TensorSplit::of(const ModelConfig& c, int32_t rank, int32_t size, const std::string& path) {
+TensorSplit TensorSplit::of(const ModelConfig& c, int32_t rank, int32_t size, bool expert_parallel,
+                            const std::string& path) {
     TensorSplit t;
     t.rank = rank;
     t.size = size;
@@ -179,8 +180,10 @@ TensorSplit TensorSplit::of(const ModelConfig& c, int32_t rank, int32_t size, co
         throw ModelError(fmt::format("{}: tensor parallelism over {} ranks: {}", path, size, why));
     };
     if (size < 1 || rank < 0 || rank >= size) refuse(fmt::format("rank {} is not one of them", rank));
-    if (c.is_moe() && size > 1)
-        refuse("mixture-of-experts models are not split yet (their experts would need expert parallelism)");
+    if (c.is_moe() && size > 1 && !expert_parallel)
+        refuse("a mixture-of-experts model's experts are split whole among the ranks: pass --enable-expert-parallel");
+    if (c.is_moe() && c.moe.n_experts % size)
+        refuse(fmt::format("the {} experts do not divide among the ranks", c.moe.n_experts));
     if (c.n_heads % size) refuse(fmt::format("the {} attention heads do not divide among the ranks", c.n_heads));
     if (c.n_kv_heads % size && size % c.n_kv_heads)
         refuse(fmt::format("the {} KV heads neither divide among the ranks nor the ranks among them", c.n_kv_heads));
@@ -197,6 +200,8 @@ TensorSplit TensorSplit::of(const ModelConfig& c, int32_t rank, int32_t size, co
         t.kv_shards = c.n_kv_heads;
     }
     t.ffn_dim = c.dense_ffn_dim() / size;
+    t.n_experts = c.moe.n_experts / size;
+    t.first_expert = rank * t.n_experts;
     return t;
 }
 
@@ -215,7 +220,8 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend, const Group*
     m->group_ = group;
     const GGUFFile& f = m->file_;
     ModelConfig& c = m->config_ = ModelConfig::from_gguf(f);
-    const TensorSplit split = TensorSplit::of(c, group ? group->rank() : 0, group ? group->size() : 1, f.path());
+    const TensorSplit split = TensorSplit::of(c, group ? group->rank() : 0, group ? group->size() : 1,
+                                              group && group->expert_parallel, f.path());
 
     // What the backend packs; a type it cannot run becomes the file's error.
     auto packed = [&](auto pack) {
@@ -261,15 +267,26 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend, const Group*
         return p;
     };
 
-    // The experts of a layer: a 3-D tensor, ne = [cols, rows, n_experts].
+    // The experts of a layer: a 3-D tensor, ne = [cols, rows, n_experts], of
+    // which this rank packs its slice (split.first_expert, split.n_experts).
     auto experts = [&](const std::string& name, int64_t rows, int64_t cols) {
         const GGUFTensorInfo& t = f.tensor(name);
         const int64_t n = c.moe.n_experts;
         if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n)
             throw ModelError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}, {}, {}]", f.path(), name,
                                          fmt::join(t.ne, ", "), cols, rows, n));
-        return packed([&] { return backend.pack_experts({name, t.type, rows * n, cols, t.data}, int32_t(n)); });
+        const uint64_t expert_bytes = t.nbytes / uint64_t(n);
+        const uint8_t* first = t.data + uint64_t(split.first_expert) * expert_bytes;
+        auto x = packed([&] {
+            return backend.pack_experts({name, t.type, rows * split.n_experts, cols, first}, split.n_experts);
+        });
+        x->first_expert = split.first_expert;
+        return x;
     };
+    // Megatron's splits (TensorSplit): column-parallel by output features, row-parallel by input features.
+    const ShardSpec column_parallel{0, split.rank, split.size}, row_parallel{1, split.rank, split.size};
+    const ShardSpec kv_column_parallel{0, split.kv_shard, split.kv_shards};
+    // The routed experts split by id (experts above); the shared expert as a dense FFN.
     auto load_moe_layer = [&](const std::string& b, LayerWeights& L) {
         const MoeConfig& moe = c.moe;
         L.router = matrix(b + "ffn_gate_inp.weight", moe.n_experts, c.dim);
@@ -277,9 +294,9 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend, const Group*
         L.exp_up = experts(b + "ffn_up_exps.weight", moe.expert_ffn_dim, c.dim);
         L.exp_down = experts(b + "ffn_down_exps.weight", c.dim, moe.expert_ffn_dim);
         if (moe.shared_ffn_dim > 0) {
-            L.w_gate = matrix(b + "ffn_gate_shexp.weight", moe.shared_ffn_dim, c.dim);
-            L.w_up = matrix(b + "ffn_up_shexp.weight", moe.shared_ffn_dim, c.dim);
-            L.w_down = matrix(b + "ffn_down_shexp.weight", c.dim, moe.shared_ffn_dim);
+            L.w_gate = matrix(b + "ffn_gate_shexp.weight", moe.shared_ffn_dim, c.dim, column_parallel);
+            L.w_up = matrix(b + "ffn_up_shexp.weight", moe.shared_ffn_dim, c.dim, column_parallel);
+            L.w_down = matrix(b + "ffn_down_shexp.weight", c.dim, moe.shared_ffn_dim, row_parallel);
             // [dim] in the file (or convert_hf_to_gguf's [1, dim]): one output feature.
             const std::string name = b + "ffn_gate_inp_shexp.weight";
             const GGUFTensorInfo& g = f.tensor(name);
@@ -295,15 +312,10 @@ std::unique_ptr<Model> Model::load(GGUFFile file, Backend& backend, const Group*
                                      backend.name()));
     ModelWeights& w = m->weights_;
     const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
-    // Megatron's splits (TensorSplit): column-parallel by output features, row-parallel by input features.
-    const ShardSpec column_parallel{0, split.rank, split.size}, row_parallel{1, split.rank, split.size};
-    const ShardSpec kv_column_parallel{0, split.kv_shard, split.kv_shards};
-    w.token_embd = matrix("token_embd.weight", c.vocab_size, c.dim);
-    if (!c.tied_output) w.output = matrix("output.weight", c.vocab_size, c.dim);
-    if (split.size > 1) {
-        w.output_shard = matrix(c.tied_output ? "token_embd.weight" : "output.weight", c.vocab_size, c.dim, column_parallel);
-        w.vocab_begin = int32_t(int64_t(c.vocab_size) * split.rank / split.size);
-    }
+    // Vocabulary-parallel (ModelWeights): the rows of the vocabulary split like a column-parallel layer's.
+    w.token_embd = matrix("token_embd.weight", c.vocab_size, c.dim, column_parallel);
+    if (!c.tied_output) w.output = matrix("output.weight", c.vocab_size, c.dim, column_parallel);
+    w.vocab_begin = int32_t(int64_t(c.vocab_size) * split.rank / split.size);
     w.output_norm = vector("output_norm.weight", c.dim);
     if (c.has_rope_freqs) {
         w.rope_freqs = vector("rope_freqs.weight", c.rope.n_rot / 2);

@@ -126,17 +126,17 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
+    // Under tensor parallelism both hold this rank's rows of the vocabulary,
+    // ids vocab_begin .. vocab_begin + rows - 1 (vocabulary-parallel: each
+    // rank's embedding gives zeros for the others' ids, the LM head its logits).
     std::unique_ptr<PackedWeight> token_embd;
-    std::unique_ptr<PackedWeight> output;   // null when tied: use token_embd
-    // Tensor parallelism: this rank's rows of the LM head (output.weight, or
-    // token_embd when tied), vocabulary ids [vocab_begin, vocab_begin + rows).
-    std::unique_ptr<PackedWeight> output_shard;
+    std::unique_ptr<PackedWeight> output;  // null when tied: use token_embd
     int32_t vocab_begin = 0;
     float* output_norm = nullptr;
     float* rope_freqs = nullptr;
     std::vector<LayerWeights> layers;
 
-    const PackedWeight& lm_head() const { return output_shard ? *output_shard : output ? *output : *token_embd; }
+    const PackedWeight& lm_head() const { return output ? *output : *token_embd; }
 };
 
 // How a model is cut over a tensor-parallel group of `size` ranks (Megatron's
@@ -150,7 +150,11 @@ struct TensorSplit {
     int32_t n_heads = 0, n_kv_heads = 0;  // this rank's
     int32_t kv_shard = 0, kv_shards = 1;  // which KV heads: shard kv_shard of kv_shards
     int32_t ffn_dim = 0;                  // this rank's part of the (dense or shared-expert) FFN
-    static TensorSplit of(const ModelConfig& c, int32_t rank, int32_t size, const std::string& path);
+    // A mixture-of-experts model's routed experts on this rank (expert
+    // parallelism: ids first_expert .. first_expert + n_experts - 1).
+    int32_t first_expert = 0, n_experts = 0;
+    static TensorSplit of(const ModelConfig& c, int32_t rank, int32_t size, bool expert_parallel,
+                          const std::string& path);
 };
 
 // A loaded model file and its weights on one backend. The file stays mapped

@@ -180,6 +180,12 @@ ModelRunner::ModelRunner(const Model& model, RunnerLimits limits)
         vocab_shard_ = (c.vocab_size + group_->size() - 1) / group_->size();
         shard_logits_ = buffer(limits_.max_logits_rows, vocab_shard_);
         gathered_logits_ = buffer(int64_t(group_->size()) * limits_.max_logits_rows, vocab_shard_);
+        parallel_.ranks = group_->size();
+        if (c.is_moe() && group_->is_root()) {
+            expert_load_.emplace();
+            expert_load_->experts_per_rank = c.moe.n_experts / group_->size();
+            parallel_.expert_pairs.assign(size_t(group_->size()), 0);
+        }
     }
 
     cache_.shape = {c.n_layers, limits_.num_kv_blocks, limits_.block_size, c.n_kv_heads, c.head_dim, limits_.kv_dtype};
@@ -210,6 +216,9 @@ void ModelRunner::forward(const StepPlan& plan) {
         throw std::invalid_argument(fmt::format("step has {} sequences; the runner takes {}", plan.num_seqs(),
                                                 limits_.max_num_seqs));
     plan.validate(limits_.num_kv_blocks, limits_.block_size);
+    for (const int32_t id : plan.token_ids)
+        if (id < 0 || id >= model_.config().vocab_size)
+            throw std::out_of_range(fmt::format("token id {} outside the vocabulary of {}", id, model_.config().vocab_size));
     if (sends_to_workers()) {
         group_->control.send(kForward, encode_plan(plan));
         // The other ranks are in this step's collectives now: a step that
@@ -231,9 +240,12 @@ void ModelRunner::forward_step(const StepPlan& plan) {
     num_logit_rows_ = static_cast<int32_t>(plan.logits_rows.size());
 
     const DecodeBucket bucket = backend_.can_record() ? decode_bucket(plan, limits_) : DecodeBucket{};
+    if (group_) ++parallel_.steps;
     if (bucket.seqs == 0) {
         backend_.set_step(plan, limits_.block_size);
-        run_layers(n, num_logit_rows_);
+        if (expert_load_) expert_load_->pairs.assign(size_t(group_->size()), 0);
+        run_layers(n, num_logit_rows_, expert_load_ ? &*expert_load_ : nullptr);
+        if (expert_load_) count_expert_load();
         return;
     }
     padded_ = pad_decode_plan(plan, bucket);  // kept: a backend may read the plan until the next step
@@ -245,7 +257,7 @@ void ModelRunner::forward_step(const StepPlan& plan) {
         backend_.run_recorded(bucket.key() ^ recording_tag_, ops);
 }
 
-void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
+void ModelRunner::run_layers(int32_t n, int32_t logits_rows, ExpertLoad* expert_load) {
     LayerBuffers buf = moe_;
     buf.residual = residual_;
     buf.normed = normed_;
@@ -257,7 +269,8 @@ void ModelRunner::run_layers(int32_t n, int32_t logits_rows) {
     buf.gate = gate_;
     buf.up = up_;
     buf.hidden = hidden_;
-    const LayerContext ctx{model_.rank_config(), program_, backend_, buf, cache_, n, group_ ? &group_->comm : nullptr};
+    const LayerContext ctx{model_.rank_config(),      program_, backend_, buf, cache_, n,
+                           group_ ? &group_->comm : nullptr, expert_load};
     run_layer_program(ctx, model_.weights(), logits_rows, last_rows_, group_ ? shard_logits_ : logits_);
     if (group_ && logits_rows > 0) gather_logits(logits_rows);
 }
@@ -274,6 +287,27 @@ void ModelRunner::gather_logits(int32_t rows) {
         backend_.copy_2d(logits_ + begin, size_t(vocab) * sizeof(float), gathered_logits_ + part * r,
                          size_t(width) * sizeof(float), size_t(width) * sizeof(float), size_t(rows));
     }
+}
+
+void ModelRunner::count_expert_load() {
+    const std::vector<int64_t>& step = expert_load_->pairs;
+    int64_t total = 0, most = 0;
+    for (size_t r = 0; r < step.size(); ++r) {
+        parallel_.expert_pairs[r] += step[r];
+        total += step[r];
+        most = std::max(most, step[r]);
+    }
+    if (total == 0) return;
+    const double imbalance = double(most) * double(step.size()) / double(total);
+    ++parallel_.balance_steps;
+    parallel_.imbalance_sum += imbalance;
+    parallel_.imbalance_max = std::max(parallel_.imbalance_max, imbalance);
+}
+
+ParallelStats ModelRunner::parallel_stats() const {
+    ParallelStats s = parallel_;
+    if (group_) s.floats_all_reduced = int64_t(group_->comm.floats_reduced());
+    return s;
 }
 
 std::vector<int32_t> ModelRunner::sample(std::span<const SamplingRow> rows) {

@@ -68,6 +68,21 @@ DecodeBucket decode_bucket(const StepPlan& plan, const RunnerLimits& limits);
 // every row wants logits.
 StepPlan pad_decode_plan(const StepPlan& plan, const DecodeBucket& bucket);
 
+// What a runner split over ranks moved, and how evenly expert parallelism
+// spread the experts' work (counted on rank 0; empty in a world of one).
+struct ParallelStats {
+    int32_t ranks = 1;
+    int64_t steps = 0;
+    int64_t floats_all_reduced = 0;  // by this rank, every step
+    // Expert parallelism, over the steps run without recording (a CUDA graph
+    // cannot stop to copy the routing to the host): the (row, expert) pairs
+    // each rank's experts ran, all layers, and per step the busiest rank's
+    // pairs over the mean (1: even).
+    std::vector<int64_t> expert_pairs;
+    int64_t balance_steps = 0;
+    double imbalance_sum = 0, imbalance_max = 0;
+};
+
 // Bytes the runner allocates for its activations (the KV pool aside).
 size_t runner_workspace_bytes(const ModelConfig& config, const RunnerLimits& limits);
 
@@ -94,12 +109,16 @@ public:
     std::vector<int32_t> sample(std::span<const SamplingRow> rows);
     // Copies the last forward's logits to the host: [logits_rows][vocab].
     std::vector<float> logits() const;
+    ParallelStats parallel_stats() const;
 
 private:
     // forward() once the plan is checked (and sent to the other ranks).
     void forward_step(const StepPlan& plan);
-    // Every launch of a forward over the current step of n rows, logits_rows of which want logits.
-    void run_layers(int32_t n, int32_t logits_rows);
+    // Every launch of a forward over the current step of n rows, logits_rows of
+    // which want logits (the MoE layers' routing counted into expert_load, if set).
+    void run_layers(int32_t n, int32_t logits_rows, ExpertLoad* expert_load = nullptr);
+    // Adds the step's expert_load_ to parallel_.
+    void count_expert_load();
     // Tensor parallelism: each rank's columns of the logits, gathered into logits_.
     void gather_logits(int32_t rows);
     // Rank 0 of a group tells the other ranks (serve_workers) what to do; the others never send.
@@ -129,6 +148,8 @@ private:
     float* up_ = nullptr;
     float* hidden_ = nullptr;
     LayerBuffers moe_;  // a MoE model's buffers (router_logits and after)
+    ParallelStats parallel_;
+    std::optional<ExpertLoad> expert_load_;  // rank 0 of an expert-parallel group
     float* last_rows_ = nullptr;   // [max_logits_rows x dim]
     float* logits_ = nullptr;      // [max_logits_rows x vocab]
     // Tensor parallelism: this rank's logits [max_logits_rows x vocab_shard]

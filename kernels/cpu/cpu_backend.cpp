@@ -107,7 +107,8 @@ public:
                      const PackedExperts& gate, const PackedExperts& up, const PackedExperts& down,
                      float* out) override {
         const auto m = [](const PackedExperts& p) { return std::span(static_cast<const CpuExperts&>(p).m); };
-        cpu::moe_experts(pool_, m(gate), m(up), m(down), x, ids, weights, rows, k, moe_scratch_, out);
+        cpu::moe_experts(pool_, m(gate), m(up), m(down), gate.first_expert, x, ids, weights, rows, k, moe_scratch_,
+                         out);
     }
 
     void add_sigmoid_gated(const float* gate_logit, const float* y, int32_t rows, int32_t dim, float* out) override {
@@ -125,14 +126,17 @@ public:
             for (int32_t r = plan.query_start[s]; r < plan.query_start[s + 1]; ++r) seq_of_row_[r] = s;
     }
 
-    void embedding(const PackedWeight& table, float* out) override {
+    void embedding(const PackedWeight& table, int64_t first_row, float* out) override {
         const auto& w = static_cast<const CpuWeight&>(table);
-        for (int32_t i = 0; i < step_->num_tokens(); ++i) {
-            const int32_t id = step_->token_ids[i];
-            if (id < 0 || id >= w.rows) throw std::out_of_range("token id outside the vocabulary");
-        }
-        for_rows(step_->num_tokens(), w.cols,
-                 [&](int64_t i) { cpu::widen_row(w.m, step_->token_ids[i], out + i * w.cols); });
+        for (int32_t i = 0; i < step_->num_tokens(); ++i)
+            if (step_->token_ids[i] < 0) throw std::out_of_range("negative token id");
+        for_rows(step_->num_tokens(), w.cols, [&](int64_t i) {
+            const int64_t row = step_->token_ids[i] - first_row;
+            if (row >= 0 && row < w.rows)
+                cpu::widen_row(w.m, row, out + i * w.cols);
+            else
+                std::fill(out + i * w.cols, out + (i + 1) * w.cols, 0.0f);
+        });
     }
 
     void add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,

@@ -35,20 +35,25 @@ void moe_route(const float* logits, int64_t rows, int32_t n_experts, int32_t k, 
 }
 
 void moe_experts(ThreadPool& pool, std::span<const MatmulWeight> gate, std::span<const MatmulWeight> up,
-                 std::span<const MatmulWeight> down, const float* x, const int32_t* ids, const float* weights,
-                 int64_t rows, int32_t k, MoeScratch& s, float* out) {
+                 std::span<const MatmulWeight> down, int32_t first_expert, const float* x, const int32_t* ids,
+                 const float* weights, int64_t rows, int32_t k, MoeScratch& s, float* out) {
     const int32_t n_experts = int32_t(gate.size());
     const int64_t dim = gate[0].cols, ffn = gate[0].rows, pairs = rows * k;
-    // Counting sort of the (row, slot) pairs by expert, rows ascending within one.
+    // The pair's expert in this slice, or -1 (another rank's).
+    const auto local = [&](int64_t p) {
+        if (ids[p] < 0) throw std::invalid_argument("moe_experts: negative expert id");
+        const int32_t e = ids[p] - first_expert;
+        return e < n_experts ? e : -1;
+    };
+    // Counting sort of this slice's (row, slot) pairs by expert, rows ascending within one.
     s.starts.assign(size_t(n_experts) + 1, 0);
-    for (int64_t p = 0; p < pairs; ++p) {
-        if (ids[p] < 0 || ids[p] >= n_experts) throw std::invalid_argument("moe_experts: expert id out of range");
-        ++s.starts[size_t(ids[p]) + 1];
-    }
+    for (int64_t p = 0; p < pairs; ++p)
+        if (const int32_t e = local(p); e >= 0) ++s.starts[size_t(e) + 1];
     std::partial_sum(s.starts.begin(), s.starts.end(), s.starts.begin());
     s.pairs.resize(size_t(pairs));
     s.next.assign(s.starts.begin(), s.starts.end() - 1);
-    for (int64_t p = 0; p < pairs; ++p) s.pairs[size_t(s.next[size_t(ids[p])]++)] = int32_t(p);
+    for (int64_t p = 0; p < pairs; ++p)
+        if (const int32_t e = local(p); e >= 0) s.pairs[size_t(s.next[size_t(e)]++)] = int32_t(p);
 
     // Each expert over its rows; its outputs land in y at the pairs' places.
     s.x.resize(size_t(pairs * dim));
@@ -72,17 +77,21 @@ void moe_experts(ThreadPool& pool, std::span<const MatmulWeight> gate, std::span
             std::memcpy(s.y.data() + int64_t(s.pairs[size_t(first + i)]) * dim, s.expert_y.data() + i * dim,
                         size_t(dim) * sizeof(float));
     }
-    // The combine, in each row's routing order.
+    // The combine, in each row's routing order, over this slice's pairs.
     for (int64_t r = 0; r < rows; ++r) {
         float* o = out + r * dim;
+        bool first = true;
         for (int32_t j = 0; j < k; ++j) {
+            if (local(r * k + j) < 0) continue;
             const float w = weights[r * k + j];
             const float* y = s.y.data() + (r * k + j) * dim;
-            if (j == 0)
+            if (first)
                 for (int64_t i = 0; i < dim; ++i) o[i] = w * y[i];
             else
                 for (int64_t i = 0; i < dim; ++i) o[i] += w * y[i];
+            first = false;
         }
+        if (first) std::fill(o, o + dim, 0.0f);
     }
 }
 

@@ -32,9 +32,11 @@ struct MoeScratch {
 };
 
 // out[r] = sum over j < k of weights[r*k + j] * down_e(silu(gate_e x_r) * up_e x_r), e = ids[r*k + j];
-// gate, up and down hold one matrix per expert.
+// gate, up and down hold one matrix per expert of the slice first_expert ..
+// first_expert + gate.size() - 1: pairs of other experts add nothing (a row
+// with none is 0).
 void moe_experts(ThreadPool& pool, std::span<const MatmulWeight> gate, std::span<const MatmulWeight> up,
-                 std::span<const MatmulWeight> down, const float* x, const int32_t* ids, const float* weights,
-                 int64_t rows, int32_t k, MoeScratch& scratch, float* out);
+                 std::span<const MatmulWeight> down, int32_t first_expert, const float* x, const int32_t* ids,
+                 const float* weights, int64_t rows, int32_t k, MoeScratch& scratch, float* out);
 
 }  // namespace minfer::cpu

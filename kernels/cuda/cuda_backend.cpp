@@ -57,7 +57,9 @@ struct CudaWeight final : PackedWeight {
 // reads fp32 activations (no conversion launch) and streams the weights at 64-88%
 // of HBM bandwidth on Llama-3-8B's shapes at one row; at 8 rows it took 39 µs
 // for q/o (4096 x 4096) and 125 µs for down (4096 x 14336), where cuBLASLt's
-// 64-row GEMMs take 13 and 33 µs, so more rows go to cuBLASLt.
+// 64-row GEMMs take 13 and 33 µs, so more rows go to cuBLASLt. (A tensor-core
+// GEMV for 2 to 8 rows beat cuBLASLt on q/o but lost on gate/up, down and the
+// LM head: PERFLOG, 2026-12-06.)
 constexpr int32_t kDenseGemvMaxRows = 1;
 
 // The quantized types kept quantized on the device.
@@ -232,7 +234,7 @@ public:
         const size_t ws = cuda::moe_workspace_bytes(rows, k, gate.n_experts, g.cols, g.rows);
         if (ws > moe_ws_.bytes()) workspace_moved();
         moe_ws_.ensure(ws, stream_);
-        cuda::launch_moe_experts(x, ids, weights, rows, k, gate.n_experts, g, static_cast<const CudaExperts&>(up).m,
+        cuda::launch_moe_experts(x, ids, weights, rows, k, gate.first_expert, gate.n_experts, g, static_cast<const CudaExperts&>(up).m,
                                  static_cast<const CudaExperts&>(down).m, out, moe_ws_.get(), moe_ws_.bytes(),
                                  stream_);
         after_op();
@@ -308,15 +310,15 @@ public:
         host_token_ids_ = h + n;
     }
 
-    void embedding(const PackedWeight& table, float* out) override {
+    void embedding(const PackedWeight& table, int64_t first_row, float* out) override {
         const auto& w = static_cast<const CudaWeight&>(table);
         for (int32_t i = 0; i < step_.num_tokens; ++i)
-            if (host_token_ids_[i] < 0 || host_token_ids_[i] >= w.rows)
-                throw std::out_of_range("token id outside the vocabulary");
+            if (host_token_ids_[i] < 0) throw std::out_of_range("negative token id");
+        const cuda::TableRows rows{first_row, w.rows};
         if (w.quant)
-            cuda::launch_quant_embedding(*w.quant, step_, w.data, int32_t(w.cols), out, stream_);
+            cuda::launch_quant_embedding(*w.quant, step_, w.data, int32_t(w.cols), rows, out, stream_);
         else
-            cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), out, stream_);
+            cuda::launch_embedding(step_, w.data, w.dtype, w.ld, int32_t(w.cols), rows, out, stream_);
         after_op();
     }
 

@@ -44,8 +44,12 @@ enum class PoolType : int32_t { F32, BF16 };
 
 // ---- elementwise.cu ------------------------------------------------------------
 // out[i, :cols] = table[token_ids[i], :cols], widened to float; table rows are ld elements apart.
-void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, float* out,
-                      cudaStream_t stream);
+// The vocabulary rows a table holds (a vocabulary-parallel shard: ids outside give zeros).
+struct TableRows {
+    int64_t first = 0, count = 0;
+};
+void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, TableRows rows,
+                      float* out, cudaStream_t stream);
 // out = silu(gate) * up (gelu for geglu), elementwise; where out_bf16 is not null,
 // the same values also rounded to bf16 there (the next GEMM's input).
 void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream);
@@ -191,7 +195,7 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
 // enabled false, CudaOptions::quant_mma off, says never, to compare it with widening + cuBLASLt).
 bool quant_gemm_usable(bool enabled, int32_t rows, int32_t k, size_t workspace_bytes);
 // out[i, :k] = row token_ids[i] of W, decoded to float (a quantized embedding table).
-void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out,
+void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, TableRows rows, float* out,
                             cudaStream_t stream);
 // W decoded to bf16 rows of ldw elements (ldw >= k; columns past k are left as they are), for the cuBLASLt GEMM.
 void launch_quant_to_bf16(QType t, const void* w, int32_t n, int32_t k, int64_t ldw, void* out,
@@ -266,9 +270,10 @@ void launch_moe_route(const float* logits, int32_t rows, int32_t n_experts, int3
 // Device memory launch_moe_experts needs for this shape.
 size_t moe_workspace_bytes(int32_t rows, int32_t k, int32_t n_experts, int32_t dim, int32_t ffn);
 // out[r] = sum over j < k, in order, of weights[r, j] * down_e(silu(gate_e x_r) * up_e x_r), e = ids[r, j];
-// gate and up: ffn x dim experts, down: dim x ffn.
+// gate and up: ffn x dim experts, down: dim x ffn, of global ids first_expert ..
+// first_expert + n_experts - 1 (pairs of other experts add nothing; a row with none is 0).
 void launch_moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
-                        int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up,
+                        int32_t first_expert, int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up,
                         const ExpertMatrices& down, float* out, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 // out[r] += sigmoid(gate_logit[r]) * y[r], rows of dim (qwen2moe's shared expert).

@@ -24,13 +24,15 @@ __device__ float load_as_float(const void* base, DType type, int64_t i) {
     }
 }
 
-// One block per token row.
+// One block per token row; zeros for an id outside the table's rows.
 __global__ void embedding_kernel(DeviceStep st, const void* table, DType type, int64_t ld, int32_t cols,
-                                 float* out) {
+                                 TableRows rows, float* out) {
     pdl_wait();
     const int64_t row = blockIdx.x;
-    const int64_t src = int64_t(st.token_ids[row]) * ld;
-    for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) out[row * cols + c] = load_as_float(table, type, src + c);
+    const int64_t id = int64_t(st.token_ids[row]) - rows.first;
+    const bool held = id >= 0 && id < rows.count;
+    for (int32_t c = threadIdx.x; c < cols; c += blockDim.x)
+        out[row * cols + c] = held ? load_as_float(table, type, id * ld + c) : 0.0f;
 }
 
 struct Silu {  // silu(g) * u
@@ -96,10 +98,10 @@ __global__ void gather_rows_kernel(DeviceStep st, const float* x, int32_t dim, f
 
 }  // namespace
 
-void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, float* out,
-                      cudaStream_t stream) {
+void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, TableRows rows,
+                      float* out, cudaStream_t stream) {
     if (st.num_tokens == 0) return;
-    launch_pdl(embedding_kernel, st.num_tokens, kThreads, 0, stream, st, table, type, ld, cols, out);
+    launch_pdl(embedding_kernel, st.num_tokens, kThreads, 0, stream, st, table, type, ld, cols, rows, out);
 }
 
 void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream) {

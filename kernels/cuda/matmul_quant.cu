@@ -39,18 +39,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     gemv_tile<Q, Rows>(x, k, x_aligned, w, n, out);
 }
 
-// out[i, :k] = row ids[i] (row i when ids is null) of W, decoded; one thread per unit.
+// An all-zero block of any format (every format decodes it to zeros).
+__device__ __align__(16) const uint8_t kZeroBlock[256] = {};
+
+// out[i, :k] = row ids[i] (row i when ids is null) of W, decoded; one thread per
+// unit. With ids, W holds rows table.first .. table.first + table.count - 1:
+// other ids give zeros (a vocabulary-parallel embedding's shard).
 template <class Q, class Out>
 __global__ void dequant_rows_kernel(const uint8_t* __restrict__ w, const int32_t* __restrict__ ids, int32_t rows,
-                                    int32_t k, int64_t ld, Out* __restrict__ out) {
+                                    int32_t k, int64_t ld, TableRows table, Out* __restrict__ out) {
     const int64_t units_per_row = int64_t(k / Q::kElems) * Q::kUnits;
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * units_per_row) return;
     const int64_t row = i / units_per_row;
     const int uu = int(i % units_per_row), b = uu / Q::kUnits, u = uu % Q::kUnits;
-    const int64_t src = ids ? ids[row] : row;
-    decode_unit<Q>(Q::load(w + (src * (k / Q::kElems) + b) * Q::kBytes, u), u, out + row * ld + int64_t(b) * Q::kElems,
-                   SameColumn{});
+    const int64_t src = ids ? ids[row] - table.first : row;
+    const bool held = !ids || (src >= 0 && src < table.count);
+    const uint8_t* block = held ? w + (src * (k / Q::kElems) + b) * Q::kBytes : kZeroBlock;
+    decode_unit<Q>(Q::load(block, u), u, out + row * ld + int64_t(b) * Q::kElems, SameColumn{});
 }
 
 // The prefill widening, version 2: a CTA decodes kWidenThreads consecutive
@@ -152,11 +158,11 @@ void quant_gemm(const __nv_bfloat16* x, int32_t rows, int32_t k, const void* w, 
 
 template <class Q, class Out>
 void dequant_rows(const void* w, const int32_t* ids, int32_t rows, int32_t k, int64_t ld, Out* out,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, TableRows table = {}) {
     const int64_t threads = int64_t(rows) * (k / Q::kElems) * Q::kUnits;
     if (threads == 0) return;
     dequant_rows_kernel<Q, Out><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
-        static_cast<const uint8_t*>(w), ids, rows, k, ld, out);
+        static_cast<const uint8_t*>(w), ids, rows, k, ld, table, out);
 }
 
 }  // namespace
@@ -231,8 +237,9 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
     CUDA_CHECK_LAUNCH();
 }
 
-void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, float* out, cudaStream_t stream) {
-    with_type(t, [&](auto q) { dequant_rows<decltype(q)>(w, st.token_ids, st.num_tokens, k, k, out, stream); });
+void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, TableRows rows, float* out,
+                            cudaStream_t stream) {
+    with_type(t, [&](auto q) { dequant_rows<decltype(q)>(w, st.token_ids, st.num_tokens, k, k, out, stream, rows); });
     CUDA_CHECK_LAUNCH();
 }
 

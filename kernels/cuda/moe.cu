@@ -17,6 +17,10 @@
 //    expert, so each expert's weights are decoded once a tile. Its grid covers
 //    the most tiles any routing can make; CTAs past the routing's count return.
 //
+// Under expert parallelism the experts are a slice (global ids first ..
+// first + n_experts - 1, the rest on other ranks): pairs routed elsewhere are
+// left out of the sort, the GEMV and the combine, and a row with none is 0.
+//
 // Expert weights of every GGUF format this backend keeps quantized, and plain
 // F32/F16/BF16 ones as 32-element blocks (dense_blocks.cuh): the GEMV reads
 // them exactly; the grouped GEMM rounds them and the activations to bf16, as
@@ -92,20 +96,28 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
 constexpr int kSortThreads = 1024;
 
-// The pairs p = row * k + slot sorted by expert into sorted[] (inv[p]: where p
-// went), and the tiles of each expert's run: (expert, first sorted index,
-// rows) triples, *num_tiles of them. Within an expert the order is the
-// atomics' (results do not depend on it: every row of a tile is computed alike).
+// The expert of pair p in the slice first .. first + n_experts - 1, or -1.
+__device__ __forceinline__ int32_t local_expert(const int32_t* ids, int32_t p, int32_t first, int32_t n_experts) {
+    const int32_t e = ids[p] - first;
+    return e >= 0 && e < n_experts ? e : -1;
+}
+
+// The slice's pairs p = row * k + slot sorted by expert into sorted[] (inv[p]:
+// where p went), and the tiles of each expert's run: (local expert, first
+// sorted index, rows) triples; counts[0] of them, and counts[1] pairs sorted.
+// Within an expert the order is the atomics' (results do not depend on it:
+// every row of a tile is computed alike).
 __global__ void __launch_bounds__(kSortThreads)
-    moe_sort_kernel(const int32_t* __restrict__ ids, int32_t pairs, int32_t n_experts, int32_t tile_rows,
-                    int32_t* __restrict__ sorted, int32_t* __restrict__ inv, int32_t* __restrict__ tiles,
-                    int32_t* __restrict__ num_tiles) {
+    moe_sort_kernel(const int32_t* __restrict__ ids, int32_t pairs, int32_t first, int32_t n_experts,
+                    int32_t tile_rows, int32_t* __restrict__ sorted, int32_t* __restrict__ inv,
+                    int32_t* __restrict__ tiles, int32_t* __restrict__ counts) {
     extern __shared__ int32_t moe_counts[];  // [n_experts] counts, then [n_experts] cursors
     int32_t* cursor = moe_counts + n_experts;
     pdl_wait();
     for (int32_t e = threadIdx.x; e < n_experts; e += kSortThreads) moe_counts[e] = 0;
     __syncthreads();
-    for (int32_t p = threadIdx.x; p < pairs; p += kSortThreads) atomicAdd(&moe_counts[ids[p]], 1);
+    for (int32_t p = threadIdx.x; p < pairs; p += kSortThreads)
+        if (const int32_t e = local_expert(ids, p, first, n_experts); e >= 0) atomicAdd(&moe_counts[e], 1);
     __syncthreads();
     if (threadIdx.x == 0) {
         int32_t start = 0, t = 0;
@@ -119,20 +131,24 @@ __global__ void __launch_bounds__(kSortThreads)
             }
             start += count;
         }
-        *num_tiles = t;
+        counts[0] = t;
+        counts[1] = start;
     }
     __syncthreads();
     for (int32_t p = threadIdx.x; p < pairs; p += kSortThreads) {
-        const int32_t at = atomicAdd(&cursor[ids[p]], 1);
-        sorted[at] = p;
+        const int32_t e = local_expert(ids, p, first, n_experts);
+        const int32_t at = e >= 0 ? atomicAdd(&cursor[e], 1) : -1;
+        if (at >= 0) sorted[at] = p;
         inv[p] = at;
     }
 }
 
-// xs[i, :] = bf16(x[sorted[i] / k, :]): the activations in expert order.
+// xs[i, :] = bf16(x[sorted[i] / k, :]): the activations in expert order, for
+// the counts[1] sorted pairs.
 __global__ void moe_gather_bf16_kernel(const float* __restrict__ x, const int32_t* __restrict__ sorted, int32_t k,
-                                       int32_t dim, __nv_bfloat16* __restrict__ xs) {
+                                       int32_t dim, const int32_t* __restrict__ counts, __nv_bfloat16* __restrict__ xs) {
     pdl_wait();
+    if (int32_t(blockIdx.x) >= counts[1]) return;
     const float* src = x + int64_t(sorted[blockIdx.x] / k) * dim;
     __nv_bfloat16* dst = xs + int64_t(blockIdx.x) * dim;
     for (int32_t c = threadIdx.x; c < dim; c += blockDim.x) dst[c] = __float2bfloat16_rn(src[c]);
@@ -161,33 +177,41 @@ __global__ void __launch_bounds__(kQmmThreads)
 
 // ---- the GEMV path ---------------------------------------------------------------------
 
-// Pair p = blockIdx.y: out[p, :] = x[p / x_div, :] * W_e^T with e = ids[p],
-// for one or two projections (blockIdx.z).
+// Pair p = blockIdx.y: out[p, :] = x[p / x_div, :] * W_e^T with e = ids[p]'s
+// place in the slice, for one or two projections (blockIdx.z); nothing for a
+// pair of another slice.
 template <class Q>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gemv_kernel(const float* __restrict__ x, int32_t x_div, int32_t k, bool x_aligned, MmaTargets targets,
-                    size_t expert_bytes, int32_t n, const int32_t* __restrict__ ids) {
+                    size_t expert_bytes, int32_t n, const int32_t* __restrict__ ids, int32_t first,
+                    int32_t n_experts) {
     pdl_wait();
     const int32_t p = int32_t(blockIdx.y);
-    gemv_tile<Q, 1>(x + int64_t(p / x_div) * k, k, x_aligned,
-                    targets.weights(blockIdx.z) + size_t(ids[p]) * expert_bytes, n,
+    const int32_t e = local_expert(ids, p, first, n_experts);
+    if (e < 0) return;
+    gemv_tile<Q, 1>(x + int64_t(p / x_div) * k, k, x_aligned, targets.weights(blockIdx.z) + size_t(e) * expert_bytes, n,
                     targets.output(blockIdx.z) + int64_t(p) * n);
 }
 
 // ---- combine and the shared expert's gate -------------------------------------------------
 
 // out[r, :] = sum over j < k, in order, of weights[r, j] * y[pos(r k + j), :]
-// (pos: inv, or the pair itself when inv is null).
+// (pos: inv, or the pair itself when inv is null) over the slice's pairs.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ inv,
+                                   const int32_t* __restrict__ ids, int32_t first, int32_t n_experts,
                                    const float* __restrict__ weights, int32_t k, int32_t dim, float* __restrict__ out) {
     pdl_wait();
     const int64_t r = blockIdx.x;
     for (int32_t c = threadIdx.x; c < dim; c += blockDim.x) {
         float acc = 0.0f;
+        bool started = false;
         for (int32_t j = 0; j < k; ++j) {
-            const int64_t p = r * k + j, at = inv ? inv[p] : p;
+            const int64_t p = r * k + j;
+            if (local_expert(ids, int32_t(p), first, n_experts) < 0) continue;
+            const int64_t at = inv ? inv[p] : p;
             const float v = weights[p] * y[at * dim + c];
-            acc = j == 0 ? v : acc + v;
+            acc = started ? acc + v : v;
+            started = true;
         }
         out[r * dim + c] = acc;
     }
@@ -230,7 +254,7 @@ bool moe_takes_gemv(int32_t rows, const ExpertMatrices& gate, const ExpertMatric
 // The workspace of a chunk of `rows` rows, in 256-byte aligned pieces (the
 // grouped GEMM's arrays too once there are more than kMoeGemvMaxRows rows).
 struct MoeLayout {
-    size_t gate = 0, up = 0, y = 0, xs = 0, act = 0, sorted = 0, inv = 0, tiles = 0, num_tiles = 0, bytes = 0;
+    size_t gate = 0, up = 0, y = 0, xs = 0, act = 0, sorted = 0, inv = 0, tiles = 0, counts = 0, bytes = 0;
 };
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 int32_t tile_rows_for(int32_t pairs, int32_t n_experts) { return pairs <= 16 * n_experts ? 16 : 64; }
@@ -255,7 +279,7 @@ MoeLayout moe_layout(int32_t rows, int32_t k, int32_t n_experts, int32_t dim, in
         take(l.sorted, pairs * sizeof(int32_t));
         take(l.inv, pairs * sizeof(int32_t));
         take(l.tiles, size_t(3) * max_tiles_for(int32_t(pairs), n_experts) * sizeof(int32_t));
-        take(l.num_tiles, sizeof(int32_t));
+        take(l.counts, 2 * sizeof(int32_t));
     }
     l.bytes = at;
     return l;
@@ -277,16 +301,17 @@ void moe_mma(const __nv_bfloat16* xs, int32_t k, const MmaTargets& targets, int 
 
 template <class Q>
 void moe_gemv(const float* x, int32_t x_div, int32_t k, const MmaTargets& targets, int count, size_t expert_bytes,
-              int32_t n, const int32_t* ids, int32_t pairs, cudaStream_t stream) {
+              int32_t n, const int32_t* ids, int32_t first, int32_t n_experts, int32_t pairs, cudaStream_t stream) {
     const bool aligned = is_aligned(x, 16) && k % 4 == 0;
     const dim3 grid(unsigned((n + kFeatures - 1) / kFeatures), unsigned(pairs), unsigned(count));
-    launch_pdl(moe_gemv_kernel<Q>, grid, kWarps * 32, 0, stream, x, x_div, k, aligned, targets, expert_bytes, n, ids);
+    launch_pdl(moe_gemv_kernel<Q>, grid, kWarps * 32, 0, stream, x, x_div, k, aligned, targets, expert_bytes, n, ids,
+               first, n_experts);
 }
 
 // One chunk of rows: everything after routing.
-void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k, int32_t n_experts,
-               const ExpertMatrices& gate, const ExpertMatrices& up, const ExpertMatrices& down, float* out,
-               char* ws, cudaStream_t stream) {
+void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k, int32_t first,
+               int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up, const ExpertMatrices& down,
+               float* out, char* ws, cudaStream_t stream) {
     const int32_t dim = gate.cols, ffn = gate.rows, pairs = rows * k;
     const MoeLayout l = moe_layout(rows, k, n_experts, dim, ffn);
     auto* g = reinterpret_cast<float*>(ws + l.gate);
@@ -297,11 +322,11 @@ void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t
     const int32_t* inv = nullptr;
     if (moe_takes_gemv(rows, gate, down)) {
         with_format(gate.format, [&](auto q) {
-            moe_gemv<decltype(q)>(x, k, dim, gate_up, 2, gate.expert_bytes, ffn, ids, pairs, stream);
+            moe_gemv<decltype(q)>(x, k, dim, gate_up, 2, gate.expert_bytes, ffn, ids, first, n_experts, pairs, stream);
         });
         launch_swiglu(g, u, int64_t(pairs) * ffn, g, nullptr, stream);
         with_format(down.format, [&](auto q) {
-            moe_gemv<decltype(q)>(g, 1, ffn, down_t, 1, down.expert_bytes, dim, ids, pairs, stream);
+            moe_gemv<decltype(q)>(g, 1, ffn, down_t, 1, down.expert_bytes, dim, ids, first, n_experts, pairs, stream);
         });
     } else {
         auto* xs = reinterpret_cast<__nv_bfloat16*>(ws + l.xs);
@@ -309,12 +334,13 @@ void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t
         auto* sorted = reinterpret_cast<int32_t*>(ws + l.sorted);
         auto* inv_w = reinterpret_cast<int32_t*>(ws + l.inv);
         auto* tiles = reinterpret_cast<int32_t*>(ws + l.tiles);
-        auto* num_tiles = reinterpret_cast<int32_t*>(ws + l.num_tiles);
+        auto* counts = reinterpret_cast<int32_t*>(ws + l.counts);
+        const int32_t* num_tiles = counts;
         const int32_t tile_rows = tile_rows_for(pairs, n_experts), max_tiles = max_tiles_for(pairs, n_experts);
-        launch_pdl(moe_sort_kernel, 1, kSortThreads, 2 * sizeof(int32_t) * n_experts, stream, ids, pairs, n_experts,
-                   tile_rows, sorted, inv_w, tiles, num_tiles);
+        launch_pdl(moe_sort_kernel, 1, kSortThreads, 2 * sizeof(int32_t) * n_experts, stream, ids, pairs, first,
+                   n_experts, tile_rows, sorted, inv_w, tiles, counts);
         launch_pdl(moe_gather_bf16_kernel, unsigned(pairs), 256, 0, stream, x, static_cast<const int32_t*>(sorted), k,
-                   dim, xs);
+                   dim, static_cast<const int32_t*>(counts), xs);
         auto mma = [&](ExpertFormat f, const __nv_bfloat16* in, int32_t kk, const MmaTargets& t, int count,
                        size_t expert_bytes, int32_t n) {
             with_format(f, [&](auto q) {
@@ -330,8 +356,8 @@ void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t
         mma(down.format, act, ffn, down_t, 1, down.expert_bytes, dim);
         inv = inv_w;
     }
-    launch_pdl(moe_combine_kernel, unsigned(rows), 256, 0, stream, static_cast<const float*>(y), inv, weights, k, dim,
-               out);
+    launch_pdl(moe_combine_kernel, unsigned(rows), 256, 0, stream, static_cast<const float*>(y), inv, ids, first,
+               n_experts, weights, k, dim, out);
 }
 
 }  // namespace
@@ -357,21 +383,20 @@ size_t moe_workspace_bytes(int32_t rows, int32_t k, int32_t n_experts, int32_t d
 }
 
 void launch_moe_experts(const float* x, const int32_t* ids, const float* weights, int32_t rows, int32_t k,
-                        int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up,
+                        int32_t first_expert, int32_t n_experts, const ExpertMatrices& gate, const ExpertMatrices& up,
                         const ExpertMatrices& down, float* out, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {
     const int32_t dim = gate.cols, ffn = gate.rows;
     if (up.rows != ffn || up.cols != dim || down.rows != dim || down.cols != ffn)
         throw std::invalid_argument("launch_moe_experts: the gate, up and down experts' shapes disagree");
-    if (n_experts <= 0 || n_experts > kMoeMaxExperts || k <= 0 || k > n_experts)
-        throw std::invalid_argument("launch_moe_experts: need 1 <= k <= n_experts <= " +
-                                    std::to_string(kMoeMaxExperts));
+    if (n_experts <= 0 || n_experts > kMoeMaxExperts || k <= 0 || k > kMoeMaxExperts)
+        throw std::invalid_argument("launch_moe_experts: need 1 <= k, n_experts <= " + std::to_string(kMoeMaxExperts));
     if (moe_workspace_bytes(rows, k, n_experts, dim, ffn) > workspace_bytes)
         throw std::invalid_argument("launch_moe_experts: workspace too small");
     for (int32_t r0 = 0; r0 < rows; r0 += kMoeChunkRows) {
         const int32_t n = std::min(kMoeChunkRows, rows - r0);
-        moe_chunk(x + int64_t(r0) * dim, ids + int64_t(r0) * k, weights + int64_t(r0) * k, n, k, n_experts, gate, up,
-                  down, out + int64_t(r0) * dim, static_cast<char*>(workspace), stream);
+        moe_chunk(x + int64_t(r0) * dim, ids + int64_t(r0) * k, weights + int64_t(r0) * k, n, k, first_expert,
+                  n_experts, gate, up, down, out + int64_t(r0) * dim, static_cast<char*>(workspace), stream);
     }
     CUDA_CHECK_LAUNCH();
 }

@@ -1,9 +1,11 @@
-// Tensor parallelism against one process, under `mpirun -np N` (ctest runs
-// N = 2 and 4 on the CPU). Every rank loads its shard of each model; rank 0
+// Tensor and expert parallelism against one process, under `mpirun -np N`
+// (ctest runs N = 2 and 4 on the CPU). Every rank loads its shard of each model; rank 0
 // also loads the whole model on its own, runs the same steps on both (a mixed
 // step of two prefills, then greedy decodes of both sequences) and checks that
 // the logits agree within 1e-5 relative and the greedy tokens are equal.
 // The other ranks serve rank 0's steps. Exit code 1 when a check fails.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -37,11 +39,13 @@ struct Case {
     std::string name;
     std::function<GGUFFile()> open;
     double tolerance = kTolerance;
+    bool expert_parallel = false;  // a mixture of experts, its experts split by id
 };
 
 GGUFFile synthetic(const SynthPreset& p, SynthDType dtype) {
     return GGUFFile::from_bytes(synth_image(p, dtype, {.seed = 11}), std::string(p.name) + ":" + synth_dtype_name(dtype));
 }
+GGUFFile synthetic(const char* preset, SynthDType dtype) { return synthetic(*find_synth_preset(preset), dtype); }
 
 // Shapes that split over 2 and 4 ranks at the quant types' block boundaries
 // (Q4_K's 256 needs 512 query features and 1024 FFN features over 2).
@@ -117,7 +121,7 @@ int main() {
     const auto control = make_mpi_control(world);
     auto backend = make_cpu_backend(cpu_threads_for(world, 0));
     auto comm = make_communicator(*backend, *control);
-    const Group group{*control, *comm};
+    const Group tensor_parallel{*control, *comm}, expert_parallel{*control, *comm, true};
 
     std::vector<Case> cases = {
         {"stories260K (f32)", [] { return GGUFFile::open(MINFER_SOURCE_DIR "/models/stories260K.gguf"); }},
@@ -127,12 +131,20 @@ int main() {
         {"qwen2 (biases, tied) f32", [] { return synthetic(kQwen2, SynthDType::F32); }},
         {"qwen3 (q/k norms) f32", [] { return synthetic(kQwen3, SynthDType::F32); }},
         {"gemma3 (one KV head for all ranks) f32", [] { return synthetic(kGemma3, SynthDType::F32); }},
+        // Expert parallelism: 8 experts, 2 a token, 4 or 2 a rank; attention tensor-parallel.
+        {"qwen3moe-tiny EP f32", [] { return synthetic("qwen3moe-tiny", SynthDType::F32); }, kTolerance, true},
+        {"qwen2moe-tiny EP (shared expert split) f32", [] { return synthetic("qwen2moe-tiny", SynthDType::F32); },
+         kTolerance, true},
+        {"mixtral-tiny EP f32", [] { return synthetic("mixtral-tiny", SynthDType::F32); }, kTolerance, true},
+        {"qwen3moe-tiny EP q8_0", [] { return synthetic("qwen3moe-tiny", SynthDType::Q8_0); }, kQuantizedTolerance,
+         true},
     };
     if (world.size == 2)
         cases.push_back({"llama q4_k_m", [] { return synthetic(kLlamaWide, SynthDType::Q4_K_M); }, kQuantizedTolerance});
 
     int failures = 0;
     for (const Case& c : cases) {
+        const Group& group = c.expert_parallel ? expert_parallel : tensor_parallel;
         const auto model = Model::load(c.open(), *backend, &group);
         if (!group.is_root()) {
             ModelRunner::serve_workers(*model);
@@ -141,9 +153,14 @@ int main() {
         const RunnerLimits limits{64, 4, 32, 4};
         Trace split, whole;
         const size_t reduced_before = comm->floats_reduced();
+        std::string balance;
         {
             ModelRunner runner(*model, limits);
             split = run_steps(runner, model->config().vocab_size);
+            const ParallelStats st = runner.parallel_stats();
+            for (const int64_t pairs : st.expert_pairs) balance += fmt::format(" {}", pairs);
+            if (!balance.empty())
+                balance = fmt::format("; expert pairs by rank{}, worst step {:.2f} x the mean", balance, st.imbalance_max);
         }
         const double floats_a_step = double(comm->floats_reduced() - reduced_before) / double(split.logits.size());
         ModelRunner::release_workers(group);
@@ -157,10 +174,10 @@ int main() {
             worst = std::max(worst, test::rel_error(split.logits[s], whole.logits[s]));
         const bool ok = worst <= c.tolerance && split.tokens == whole.tokens;
         failures += !ok;
-        std::printf("%s  tp=%d  %-40s logits rel. error %.2e (limit %.0e), greedy tokens %s; all-reduce %.0f floats a step\n",
+        std::printf("%s  tp=%d  %-44s logits rel. error %.2e (limit %.0e), greedy tokens %s; all-reduce %.0f floats a step%s\n",
                     ok ? "ok  " : "FAIL", world.size, c.name.c_str(), worst, c.tolerance,
-                    split.tokens == whole.tokens ? "equal" : "DIFFER", floats_a_step);
+                    split.tokens == whole.tokens ? "equal" : "DIFFER", floats_a_step, balance.c_str());
     }
-    if (group.is_root()) std::printf("%d of %zu cases failed\n", failures, cases.size());
+    if (world.rank == 0) std::printf("%d of %zu cases failed\n", failures, cases.size());
     return failures ? 1 : 0;
 }

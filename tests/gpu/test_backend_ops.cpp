@@ -206,12 +206,19 @@ public:
             const std::pair<int32_t, int32_t> qshapes[] = {{37, b}, {1001, 5 * b}, {51, 4096}};
             for (auto [vocab, dim] : qshapes) embedding_case(type, vocab, dim, rows[i++ % 3]);
         }
+        // A vocabulary-parallel shard: rank 1 of 3's rows; the other ids give zeros.
+        for (GGMLType type : {GGMLType::BF16, GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
+            embedding_case(type, 1000, int32_t(std::max<int64_t>(block_elems(type), 64)), 100, {1, 3});
     }
 
-    void embedding_case(GGMLType type, int32_t vocab, int32_t dim, int32_t n) {
-        run("embedding", fmt("%s vocab=%d dim=%d rows=%d", ggml_type_name(type), vocab, dim, n), kF32, [&] {
+    void embedding_case(GGMLType type, int32_t vocab, int32_t dim, int32_t n, std::pair<int, int> shard = {0, 1}) {
+        const std::string name = fmt("%s vocab=%d dim=%d rows=%d", ggml_type_name(type), vocab, dim, n) +
+                                 (shard.second > 1 ? fmt(" shard %d of %d", shard.first, shard.second) : "");
+        run("embedding", name, kF32, [&] {
             const auto bytes = encode(randn(size_t(vocab) * dim), type);
-            const WeightView view{"table", type, vocab, dim, bytes.data()};
+            const int64_t first = int64_t(vocab) * shard.first / shard.second;
+            const int64_t held = int64_t(vocab) * (shard.first + 1) / shard.second - first;
+            const WeightView view{"table", type, held, dim, bytes.data() + size_t(first) * ggml_row_bytes(type, dim)};
             auto wc = cpu_.pack_weight(view);
             auto wg = gpu_.pack_weight(view);
             const StepPlan plan = make_plan(rng_, {{n, n}}, 16, (n + 15) / 16, vocab);
@@ -219,8 +226,8 @@ public:
             DeviceArena g(gpu_);
             std::vector<float> ref(size_t(n) * dim, kNaN);
             float* out = g.poisoned(ref.size());
-            cpu_.embedding(*wc, ref.data());
-            gpu_.embedding(*wg, out);
+            cpu_.embedding(*wc, first, ref.data());
+            gpu_.embedding(*wg, first, out);
             return rel_error(g.fetch(out, ref.size()), ref);
         });
     }
@@ -532,6 +539,10 @@ public:
             {1, 4096, {1000, 900}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
             {64, 256, {256, 64, 64}, {GGMLType::BF16, GGMLType::BF16, GGMLType::BF16}, {true, false, true}},
             {17, 100, {37, 37}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
+            // 2 to 8 rows: the tensor-core GEMV, three matrices in one launch.
+            {5, 4096, {512, 128, 128}, {GGMLType::BF16, GGMLType::BF16, GGMLType::BF16}, {true, false, false}},
+            {3, 1000, {33, 7, 1}, {GGMLType::F16, GGMLType::F16, GGMLType::F16}, {false, true, false}},
+            {8, 2056, {1000, 900}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
             {1, 256, {64, 64, 64}, {GGMLType::BF16, GGMLType::Q8_0, GGMLType::F32}, {false, false, false}},
         };
         for (const Case& c : cases) {
@@ -685,11 +696,14 @@ public:
     // cuda::kMoeGemvMaxRows rows), the grouped GEMM (16- and 64-row tiles, a
     // partial last stretch of k and CTA of features), chunks of kMoeChunkRows,
     // and a routing that sends every row to the same experts (one expert's run of
-    // many tiles, the others empty).
+    // many tiles, the others empty). Slices: expert parallelism's part of the
+    // experts on the last of `slices` ranks (pairs routed elsewhere left out;
+    // with 8 slices of 8 experts, one expert, fewer than k).
     void moe_experts() {
         struct Case {
             int32_t rows, n_experts, k, dim, ffn;
             bool skewed;
+            int32_t slices = 1;
         };
         const GGMLType types[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q8_0,
                                   GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1,
@@ -699,7 +713,9 @@ public:
             const Case cases[] = {{1, 8, 2, 2 * b, 3 * b, false},  {8, 16, 4, 512, 256 + b, false},
                                   {9, 8, 2, 3 * b, 2 * b, false},  {40, 128, 8, 512, 256, false},
                                   {300, 8, 2, 1024 + b, 2 * b, false}, {100, 8, 2, 2 * b, 256, true},
-                                  {1100, 60, 4, b, 2 * b, false}};
+                                  {1100, 60, 4, b, 2 * b, false},
+                                  {1, 8, 2, 2 * b, 3 * b, false, 2}, {9, 8, 2, 3 * b, 2 * b, false, 4},
+                                  {40, 128, 8, 512, 256, false, 4}, {300, 8, 2, 1024 + b, 2 * b, false, 8}};
             for (const Case& c : cases) {
                 const bool gemv = c.rows <= cuda::kMoeGemvMaxRows || type == GGMLType::F32;  // F32: exact at any size
                 const double threshold = is_quantized(type)      ? kQ8Ffn
@@ -707,20 +723,27 @@ public:
                                          : type == GGMLType::F32 ? kF32Gemm
                                                                  : kF16Gemm;
                 run("moe_experts",
-                    fmt("%s rows=%d experts=%d k=%d dim=%d ffn=%d%s", ggml_type_name(type), c.rows, c.n_experts, c.k,
-                        c.dim, c.ffn, c.skewed ? " skewed" : ""),
-                    threshold, [&] { return moe_experts_case(type, c.rows, c.n_experts, c.k, c.dim, c.ffn, c.skewed); });
+                    fmt("%s rows=%d experts=%d k=%d dim=%d ffn=%d%s%s", ggml_type_name(type), c.rows, c.n_experts, c.k,
+                        c.dim, c.ffn, c.skewed ? " skewed" : "",
+                        c.slices > 1 ? fmt(" slice %d of %d", c.slices - 1, c.slices).c_str() : ""),
+                    threshold, [&] {
+                        return moe_experts_case(type, c.rows, c.n_experts, c.k, c.dim, c.ffn, c.skewed, c.slices);
+                    });
             }
         }
     }
 
     double moe_experts_case(GGMLType type, int32_t rows, int32_t n_experts, int32_t k, int32_t dim, int32_t ffn,
-                            bool skewed) {
+                            bool skewed, int32_t slices) {
         std::vector<std::vector<uint8_t>> files;  // the CPU reads plain weights in place: they outlive the case
+        const int32_t local = n_experts / slices, first = n_experts - local;  // the last slice
         auto experts = [&](const char* name, int32_t n, int32_t cols) {
             files.push_back(encode(randn(size_t(n_experts) * n * cols, 1.0f / std::sqrt(float(cols))), type));
-            const WeightView view{name, type, int64_t(n_experts) * n, cols, files.back().data()};
-            return std::pair{cpu_.pack_experts(view, n_experts), gpu_.pack_experts(view, n_experts)};
+            const size_t expert_bytes = files.back().size() / size_t(n_experts);
+            const WeightView view{name, type, int64_t(local) * n, cols, files.back().data() + first * expert_bytes};
+            auto packs = std::pair{cpu_.pack_experts(view, local), gpu_.pack_experts(view, local)};
+            packs.first->first_expert = packs.second->first_expert = first;
+            return packs;
         };
         const auto gate = experts("gate", ffn, dim), up = experts("up", ffn, dim), down = experts("down", dim, ffn);
         std::vector<float> logits = randn(size_t(rows) * n_experts);

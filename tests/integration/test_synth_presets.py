@@ -17,6 +17,7 @@ DTYPES = ["f32", "f16", "bf16", "q8_0", "q4_k_m"]
 # Parameters (as Hugging Face counts them) and vocabulary size of each preset.
 PRESETS = {"tiny": (1.6e6, 1024), "l134m": (134e6, 32000), "qwen2-0.5b": (494e6, 151936),
            "llama3-1b": (1.50e9, 128256), "llama3-8b": (8.03e9, 128256),
+           "llama3-70b": (70.55e9, 128256),
            "qwen3moe-tiny": (3.9e6, 1024), "qwen2moe-tiny": (5.0e6, 1024), "mixtral-tiny": (3.9e6, 1024),
            "qwen2moe-a2.7b": (14.3e9, 151936), "qwen3moe-30b-a3b": (30.5e9, 151936), "mixtral-8x7b": (46.7e9, 32000)}
 BYTES_PER_PARAM = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 1.07, "q4_k_m": 0.6}

@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -139,6 +140,58 @@ TEST_CASE("moe: the experts' weighted sum equals a double-precision reference, e
             backend->moe_experts(x.data() + r * dim, ids.data() + r * k, w.data() + r * k, 1, k, *g, *u, *d,
                                  alone.data());
             CHECK(std::memcmp(alone.data(), out.data() + r * dim, size_t(dim) * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("moe: a slice of the experts (expert parallelism) adds only its own pairs, and the slices sum to the whole") {
+    std::mt19937 rng(5);
+    auto backend = make_cpu_backend(2);
+    const int32_t E = 6, k = 2, dim = 64, ffn = 96, rows = 40;
+    for (const GGMLType type : {GGMLType::F32, GGMLType::Q8_0}) {
+        CAPTURE(ggml_type_name(type));
+        const ExpertTensor gate(rng, type, E, ffn, dim), up(rng, type, E, ffn, dim), down(rng, type, E, dim, ffn);
+        const std::vector<float> x = random_floats(rng, size_t(rows * dim));
+        const std::vector<float> logits = random_floats(rng, size_t(rows * E));
+        std::vector<int32_t> ids(size_t(rows * k));
+        std::vector<float> w(static_cast<size_t>(rows * k));
+        backend->moe_route(logits.data(), rows, {E, k, true}, ids.data(), w.data());
+        const auto g = backend->pack_experts(gate.view("gate"), E), u = backend->pack_experts(up.view("up"), E),
+                   d = backend->pack_experts(down.view("down"), E);
+        std::vector<float> whole(size_t(rows * dim));
+        backend->moe_experts(x.data(), ids.data(), w.data(), rows, k, *g, *u, *d, whole.data());
+        for (const int32_t slices : {2, 3}) {
+            CAPTURE(slices);
+            const int32_t local = E / slices;
+            std::vector<double> sum(whole.size(), 0.0);
+            for (int32_t s = 0; s < slices; ++s) {
+                const int32_t first = s * local;
+                auto slice = [&](const ExpertTensor& t, const char* name) {
+                    const size_t expert_bytes = t.bytes.size() / size_t(E);
+                    auto p = backend->pack_experts(
+                        {name, t.type, t.rows * local, t.cols, t.bytes.data() + size_t(first) * expert_bytes}, local);
+                    p->first_expert = first;
+                    return p;
+                };
+                const auto gs = slice(gate, "gate"), us = slice(up, "up"), ds = slice(down, "down");
+                std::vector<float> part(whole.size(), NAN);
+                backend->moe_experts(x.data(), ids.data(), w.data(), rows, k, *gs, *us, *ds, part.data());
+                for (size_t i = 0; i < part.size(); ++i) sum[i] += part[i];
+                for (int32_t r = 0; r < rows; ++r) {
+                    int32_t mine = 0;
+                    for (int32_t j = 0; j < k; ++j) mine += ids[size_t(r * k + j)] / local == s;
+                    const float* got = part.data() + size_t(r) * dim;
+                    if (mine == k)  // every pair here: the very bits of the whole
+                        CHECK(std::memcmp(got, whole.data() + size_t(r) * dim, size_t(dim) * sizeof(float)) == 0);
+                    if (mine == 0) CHECK(std::all_of(got, got + dim, [](float v) { return v == 0.0f; }));
+                }
+            }
+            double err = 0, norm = 0;
+            for (size_t i = 0; i < whole.size(); ++i) {
+                err += std::pow(sum[i] - whole[i], 2);
+                norm += double(whole[i]) * whole[i];
+            }
+            CHECK(std::sqrt(err / norm) < 1e-6);
         }
     }
 }
