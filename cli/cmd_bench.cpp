@@ -12,6 +12,7 @@
 #include "engine/core/bench_speculation.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/parallel.h"
 #include "engine/model/model.h"
 
 namespace minfer::cli {
@@ -117,6 +118,7 @@ int bench_latency_cmd(int argc, char** argv) {
     add_device_options(opts, true);
     add_model_run_options(opts);
     add_speculative_options(opts);
+    add_parallel_options(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv, {"model"});
     LatencyOptions o;
     o.batch = int_option(args, "batch", 1, 4096);
@@ -130,8 +132,11 @@ int bench_latency_cmd(int argc, char** argv) {
     o.kv_dtype = kv_cache_dtype_from(args);
     const std::string path = args.count("synthetic") ? fmt::format("synthetic:{}", args["synthetic"].as<std::string>())
                                                      : args["model"].as<std::string>();
-    auto backend = backend_from(args);
-    auto model = Model::load(open_model_arg(args, "model"), *backend);
+    ModelLaunch launch = launch_model(args, nullptr);
+    if (launch.worker_exit) return *launch.worker_exit;  // ranks > 0 served rank 0's runners
+    Backend* backend = launch.backend.get();
+    Model* model = launch.model.get();
+    const int32_t ranks = launch.parallel ? launch.parallel->world().size : 1;
     const ModelConfig& c = model->config();
     if (o.input_len + o.output_len > c.context_len)
         throw UsageError(fmt::format("--input-len + --output-len = {} exceeds the model's context of {}",
@@ -143,7 +148,12 @@ int bench_latency_cmd(int argc, char** argv) {
     const LatencyResult r = bench_latency(*model, o);
     // Rooflines: decode reads its bytes at the copy bandwidth at best; prefill does its FLOPs at the GEMM rate.
     const bool fp8 = args.count("quantization") && args["quantization"].as<std::string>() == "fp8";
-    const HardwareLimits hw = hardware_limits(backend->name(), fp8);
+    HardwareLimits hw = hardware_limits(backend->name(), fp8);
+    // Split over GPUs, each reads its share at its own bandwidth; CPU ranks share one machine's.
+    if (backend->name() != "cpu") {
+        hw.bytes_per_s *= ranks;
+        hw.flop_per_s *= ranks;
+    }
     const double decode_roofline_tok_s = hw.bytes_per_s > 0 && r.decode_bytes_per_step > 0
                                              ? o.batch * hw.bytes_per_s / r.decode_bytes_per_step : 0;
     const double prefill_roofline_tok_s =
@@ -153,6 +163,7 @@ int bench_latency_cmd(int argc, char** argv) {
         boost::json::object j;
         j["model"] = path;
         j["backend"] = backend->name();
+        j["tensor_parallel_size"] = ranks;
         j["kv_cache_dtype"] = kv_dtype_name(r.kv_dtype);
         j["batch"] = o.batch;
         j["input_len"] = o.input_len;
@@ -176,8 +187,9 @@ int bench_latency_cmd(int argc, char** argv) {
         std::printf("%s\n", boost::json::serialize(j).c_str());
         return 0;
     }
-    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s, KV cache %s\n", path.c_str(), c.arch.c_str(),
-                c.n_layers, c.dim, backend->name().c_str(), kv_dtype_name(r.kv_dtype));
+    std::printf("model    %s (%s, %d layers, dim %d)\nbackend  %s, KV cache %s%s\n", path.c_str(), c.arch.c_str(),
+                c.n_layers, c.dim, backend->name().c_str(), kv_dtype_name(r.kv_dtype),
+                ranks > 1 ? fmt::format(", tensor parallel over {} ranks", ranks).c_str() : "");
     std::printf("prefill  batch %d x %d tokens: %10.1f tok/s  (%.2f ms, %.3f TFLOP/s)\n", o.batch, o.input_len,
                 r.prefill_tok_s, r.prefill_seconds * 1e3, r.prefill_tflop_s);
     if (prefill_roofline_tok_s > 0)

@@ -194,6 +194,7 @@ int cmd_generate(int argc, char** argv) {
                  (long long)st.steps, st.num_kv_blocks, engine->config().block_size,
                  kv_dtype_name(engine->config().kv_cache_dtype.value_or(KVDType::F32)));
     if (config.speculative.enabled()) print_spec_summary(st.spec_decode, config.speculative);
+    if (st.parallel.ranks > 1) print_parallel_summary(st.parallel);
     if (backend->name() != "cpu") {
         const Backend::StepTraffic t = backend->traffic();
         std::fprintf(stderr, "device: %d CUDA graphs captured%s | %.0f B device-to-host per step\n", t.recordings,

@@ -7,6 +7,7 @@
 #include "cli/build_info.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "dist/mpi_session.h"
 #include "kernels/parallel.h"
 
 namespace {
@@ -65,7 +66,8 @@ int main(int argc, char** argv) {
             } catch (const minfer::OtherRankFailed&) {
                 return 1;  // the rank that failed printed why
             } catch (const minfer::cli::UsageError& e) {
-                std::fprintf(stderr, "minfer %s: %s\n", s.name, e.what());
+                // Under mpirun every rank parsed the same flags: one says what is wrong.
+                if (minfer::launcher_rank() == 0) std::fprintf(stderr, "minfer %s: %s\n", s.name, e.what());
                 return 2;
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "minfer %s: error: %s\n", s.name, e.what());

@@ -16,7 +16,26 @@ void add_parallel_options(cxxopts::Options& opts) {
     opts.add_options("parallelism")(
         "tensor-parallel-size",
         "ranks the model is split over (-tp N); launch with mpirun -np N",
-        cxxopts::value<int32_t>()->default_value("1"));
+        cxxopts::value<int32_t>()->default_value("1"))(
+        "enable-expert-parallel",
+        "a mixture-of-experts model's experts are split whole among the ranks (each holds n_experts / N)");
+}
+
+void print_parallel_summary(const ParallelStats& s) {
+    const double per_step = s.steps ? double(s.floats_all_reduced) / double(s.steps) : 0.0;
+    std::fprintf(stderr, "tensor parallel over %d ranks: %.0f floats (%.1f KiB) all-reduced a step by each rank, %lld steps\n",
+                 s.ranks, per_step, per_step * 4 / 1024, (long long)s.steps);
+    if (s.expert_pairs.empty()) return;
+    int64_t total = 0;
+    for (const int64_t p : s.expert_pairs) total += p;
+    std::string shares;
+    for (const int64_t p : s.expert_pairs)
+        shares += fmt::format("{}{:.1f}%", shares.empty() ? "" : " / ", total ? 100.0 * double(p) / double(total) : 0.0);
+    std::fprintf(stderr,
+                 "expert parallel: (row, expert) pairs by rank %s of %lld; busiest rank over the mean a step: "
+                 "mean %.3f, worst %.3f (%lld steps counted)\n",
+                 shares.c_str(), (long long)total, s.balance_steps ? s.imbalance_sum / double(s.balance_steps) : 0.0,
+                 s.imbalance_max, (long long)s.balance_steps);
 }
 
 std::unique_ptr<ParallelRun> ParallelRun::start(const cxxopts::ParseResult& args) {
@@ -40,6 +59,7 @@ std::unique_ptr<ParallelRun> ParallelRun::start(const cxxopts::ParseResult& args
     }
     if (tp == 1) return nullptr;  // mpirun -np 1: a world of one (MPI ends with `run`)
     run->control_ = make_mpi_control(w);
+    run->expert_parallel_ = args["enable-expert-parallel"].as<bool>();
     return run;
 }
 
@@ -58,7 +78,7 @@ std::unique_ptr<Model> ParallelRun::load(Backend& backend, const std::function<G
     std::exception_ptr error;
     try {
         comm_ = make_communicator(backend, *control_);
-        group_ = std::make_unique<Group>(Group{*control_, *comm_});
+        group_ = std::make_unique<Group>(Group{*control_, *comm_, expert_parallel_});
         model = Model::load(open(), backend, group_.get());
     } catch (...) {
         error = std::current_exception();

@@ -20,8 +20,10 @@
 
 namespace minfer::cli {
 
-// -tp/--tensor-parallel-size N (the ranks mpirun starts).
+// -tp/--tensor-parallel-size N (the ranks mpirun starts), --enable-expert-parallel.
 void add_parallel_options(cxxopts::Options& opts);
+// generate's line on what a split model's steps moved (ModelRunner::parallel_stats).
+void print_parallel_summary(const ParallelStats& stats);
 
 class ParallelRun {
 public:
@@ -51,6 +53,7 @@ private:
     std::unique_ptr<Control> control_;
     std::unique_ptr<Communicator> comm_;
     std::unique_ptr<Group> group_;
+    bool expert_parallel_ = false;
     bool workers_serving_ = false;
 };
 

@@ -73,6 +73,88 @@ def test_generate_split_over_ranks_equals_one_process(tmp_path, ranks):
                     assert abs(p - q) <= 1e-5 * max(1.0, abs(p)), (x["id"], p, q)
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_generate_expert_parallel_equals_one_process(tmp_path, ranks):
+    """qwen3moe-tiny's 8 experts split by id over the ranks (attention tensor-parallel)."""
+    mixed_requests(tmp_path / "in.jsonl")
+    model = ["--synthetic", "qwen3moe-tiny:f32"]
+    io = ["--input", tmp_path / "in.jsonl"]
+    one = minfer("generate", *model, *io, "--output", tmp_path / "one.jsonl")
+    assert one.returncode == 0, one.stderr
+    split = mpirun(ranks, "generate", *model, *io, "--output", tmp_path / "ep.jsonl", "-tp", ranks,
+                   "--enable-expert-parallel")
+    assert split.returncode == 0, split.stderr
+    assert "expert parallel: (row, expert) pairs by rank" in split.stderr, split.stderr
+    a, b = results(tmp_path / "one.jsonl"), results(tmp_path / "ep.jsonl")
+    assert len(a) == len(b) == 64
+    for x, y in zip(a, b):
+        for cx, cy in zip(x["choices"], y["choices"], strict=True):
+            assert cx["token_ids"] == cy["token_ids"], (x["id"], cx["text"], cy["text"])
+    # Without the flag a MoE model does not split: one error, every rank ends.
+    tp_only = mpirun(2, "generate", *model, *io, "--output", tmp_path / "tp.jsonl", "-tp", 2)
+    assert tp_only.returncode != 0
+    assert tp_only.stderr.count("pass --enable-expert-parallel") == 1, tp_only.stderr
+
+
+@pytest.mark.parametrize("proposer", [["--num-speculative-tokens", "3"],
+                                      ["--speculative-model", str(ROOT / "models" / "stories260K.gguf"), "--num-speculative-tokens", "3"]],
+                         ids=["ngram", "draft"])
+def test_speculation_split_over_two_ranks_keeps_greedy_output(tmp_path, proposer):
+    """The target split over 2 ranks (a draft model stays whole on rank 0): greedy output as one
+    process without speculation."""
+    with open(tmp_path / "in.jsonl", "w") as f:
+        for i, p in enumerate(["Once upon a time", "The little dog", "Lily wanted", "One day, a bird"] * 4):
+            f.write(json.dumps({"id": i, "prompt": p, "max_tokens": 48, "temperature": 0}) + "\n")
+    io = ["--input", tmp_path / "in.jsonl"]
+    one = minfer("generate", *io, "--output", tmp_path / "one.jsonl")
+    split = mpirun(2, "generate", *io, "--output", tmp_path / "spec.jsonl", "-tp", 2, *proposer)
+    assert one.returncode == 0 and split.returncode == 0, split.stderr
+    assert "speculative decoding" in split.stderr and " 0 accepted" not in split.stderr, split.stderr
+    a, b = results(tmp_path / "one.jsonl"), results(tmp_path / "spec.jsonl")
+    assert [x["choices"][0]["token_ids"] for x in a] == [x["choices"][0]["token_ids"] for x in b]
+
+
+def test_bench_latency_over_two_ranks():
+    out = mpirun(2, "bench", "latency", "--synthetic", "tiny:f32", "-tp", 2, "--json", "--repetitions", 1,
+                 "--input-len", 16, "--output-len", 8)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])  # rank 0 alone prints
+    assert r["tensor_parallel_size"] == 2 and r["decode_tok_s"] > 0 and r["prefill_tok_s"] > 0, r
+    assert len(out.stdout.strip().splitlines()) == 1, out.stdout
+
+
+# An rsh agent for Open MPI that "logs in" to any host name by running the command on this machine.
+FAKE_SSH = """#!/bin/sh
+while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+shift
+exec /bin/sh -c "$*"
+"""
+
+
+def test_generate_over_two_hosts_on_loopback(tmp_path):
+    """Two MPI "hosts" (a host file naming two nodes, an agent that starts each rank here): each
+    rank is alone on its node (local rank 0 of 1) and the ranks talk over TCP on loopback, as two
+    machines would over their network."""
+    agent = tmp_path / "fake-ssh"
+    agent.write_text(FAKE_SSH)
+    agent.chmod(0o755)
+    (tmp_path / "hosts").write_text("nodeA slots=1\nnodeB slots=1\n")
+    mixed_requests(tmp_path / "in.jsonl")
+    io = ["--input", tmp_path / "in.jsonl"]
+    one = minfer("generate", *io, "--output", tmp_path / "one.jsonl")
+    assert one.returncode == 0, one.stderr
+    hosts = [MPIRUN, "-np", "2", "--hostfile", str(tmp_path / "hosts"), "--mca", "plm_rsh_agent", str(agent),
+             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+    where = subprocess.run([*hosts, "sh", "-c", "echo $OMPI_COMM_WORLD_LOCAL_SIZE"], env=ENV, capture_output=True,
+                           text=True, timeout=60)
+    assert where.stdout.split() == ["1", "1"], where.stdout + where.stderr  # one rank a node
+    split = subprocess.run([*hosts, minfer_bin(), "generate", *map(str, io), "--output", str(tmp_path / "tp.jsonl"),
+                            "-tp", "2"], env=ENV, capture_output=True, text=True, timeout=120)
+    assert split.returncode == 0, split.stderr
+    a, b = results(tmp_path / "one.jsonl"), results(tmp_path / "tp.jsonl")
+    assert [c["token_ids"] for x in a for c in x["choices"]] == [c["token_ids"] for x in b for c in x["choices"]]
+
+
 def test_run_split_over_two_ranks_prints_the_same_text():
     args = ["run", "-p", "Once upon a time", "-n", "40", "--temp", "0"]
     one, split = minfer(*args), mpirun(2, *args, "-tp", 2)
@@ -89,6 +171,9 @@ def test_bad_launches_end_every_rank_with_one_error(tmp_path):
     mismatch = mpirun(2, "generate", *io, "-tp", 4)
     assert mismatch.returncode != 0
     assert mismatch.stderr.count("mpirun started 2 rank(s) but -tp is 4") == 1, mismatch.stderr
+    # A flag no command has: every rank meets it, rank 0 says so.
+    flag = mpirun(2, "generate", *io, "-tp", 2, "--no-such-flag")
+    assert flag.returncode != 0 and flag.stderr.count("no-such-flag") == 1, flag.stderr
     # 3 ranks cannot split the bundled model's 8 heads: every rank stops, one says why.
     heads = mpirun(3, "generate", *io, "-tp", 3)
     assert heads.returncode != 0
