@@ -10,8 +10,9 @@
 #                through scripts/gpu.sh against that prefix alone, with this system's
 #                copies of the same packages hidden in a private mount namespace, then
 #                runs `minfer run` on the bundled model with the unpacked libraries
-#   --prebuilt   also builds here (portable flags) and carries the binaries and the
-#                non-system shared libraries they load: .gpu/bin, .gpu/lib
+#   --prebuilt   also builds here (portable flags) and carries the binaries (compressed,
+#                .gpu/bin.tar.xz) and the non-system shared libraries they load (.gpu/lib;
+#                Open MPI's too: the binaries link it, though one process never starts it)
 #                (then: bash scripts/gpu.sh --prebuilt --test)
 #
 # On the GPU machine, through the device tool with carry [".gpu"]:
@@ -88,9 +89,13 @@ if ((PREBUILT)); then
   # The shared libraries of our dependencies; the C/C++ runtime and CUDA's are there already.
   for bin in .gpu/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
-  done | sort -u | grep -E '/lib(sentencepiece|boost_|fmt|spdlog|pcre2|utf8proc|cmark-gfm)' | while read -r lib; do
+  done | sort -u | grep -E '/lib(sentencepiece|boost_|fmt|spdlog|pcre2|utf8proc|cmark-gfm|mpi|open-rte|open-pal|hwloc|event_|udev)' | while read -r lib; do
     cp -L "$lib" .gpu/lib/
   done
   echo "gpu-bundle: prebuilt $(ls .gpu/bin | tr '\n' ' ')and $(ls .gpu/lib | tr '\n' ' ')"
+  # Three binaries of ~25 MB each would leave little of the 64 MiB a call carries:
+  # they travel compressed, and gpu.sh --prebuilt unpacks them.
+  tar cJf .gpu/bin.tar.xz -C .gpu bin && rm -rf .gpu/bin
+  echo "gpu-bundle: .gpu/bin.tar.xz $(du -sh .gpu/bin.tar.xz | cut -f1)"
 fi
 echo "gpu-bundle: .gpu holds $(du -sh .gpu | cut -f1); the working tree travels with it (limit 64 MiB)"

@@ -234,7 +234,14 @@ echo "gpu.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if ((PREBUILT)); then
   BIN=.gpu/bin
   MINFER=.gpu/bin/minfer
-  export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -f .gpu/bin.tar.xz ] && tar xJf .gpu/bin.tar.xz -C .gpu
+  # The binaries link NCCL: the toolkit's copy, or the one PyTorch's wheels bring.
+  nccl_dir=$( { ldconfig -p | awk '/libnccl\.so\.2 / { print $NF }'
+                ls /usr/local/cuda*/lib*/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2 \
+                  /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
+                  /usr/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; } 2>/dev/null | head -1)
+  echo "gpu.sh: NCCL ${nccl_dir:-not found}"
+  export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${nccl_dir:+:$(dirname "$nccl_dir")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [ -x "$BIN/minfer_gpu_ops" ] || { echo "no $BIN/minfer_gpu_ops: run scripts/gpu-bundle.sh --prebuilt here first"; exit 2; }
 else
   BIN=$BUILD_DIR/tests/gpu
