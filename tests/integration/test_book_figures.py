@@ -25,7 +25,8 @@ from playwright.sync_api import sync_playwright
 from book_server import ROOT, BookServer
 from minfer_server import minfer_bin
 
-FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask", "speculative-speedup"]
+FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask", "speculative-speedup",
+           "parallel-communication"]
 SCREENSHOTS = ROOT / "build" / "book-screenshots"
 TRACE = ROOT / "book" / "figures" / "data" / "trace-stories260K.json"
 GRAMMAR = ROOT / "book" / "figures" / "data" / "grammar-pet.json"
@@ -189,6 +190,16 @@ def spec_speedup(alpha, k, cost=0.0, verify=0.0):
     return e, e / ((1 + cost * k) * (1 + verify * k))
 
 
+def tp_step(dim, layers, params, ranks, tokens, weight_bytes, act_bytes, gbps, alpha_us):
+    """parallel-communication's arithmetic for a dense model: all-reduced bytes a rank sends,
+    their time, the weight reads' time (4.19 TB/s) and the weights a GPU holds."""
+    reduces = 2 * layers + 1
+    sent = reduces * 2 * (ranks - 1) / ranks * tokens * dim * act_bytes
+    comm = reduces * alpha_us + sent / (gbps * 1e9) * 1e6 if ranks > 1 else 0.0
+    read = params * weight_bytes / ranks / 4.19e12 * 1e6
+    return sent, comm, read, params * weight_bytes / ranks
+
+
 # Options as a figure block passes them: strings, and what the figure should show.
 OPTIONS = {
     "roofline": ({"precision": "fp8", "kv_dtype": "bf16", "batch": "256", "context": "4096"},
@@ -201,6 +212,12 @@ OPTIONS = {
     "speculative-speedup": ({"k": "8", "alpha": "0.75", "cost": "0.1", "verify": "0.05", "points": "cpu"},
                             "k = 8 drafts", "α = 0.75", f"E = {spec_speedup(0.75, 8)[0]:.2f} tokens",
                             f"S = {spec_speedup(0.75, 8, 0.1, 0.05)[1]:.2f}×", "(1 + 0.10 × 8)(1 + 0.05 × 8) = 2.52"),
+    # llama3-70b over 8 ranks on PCIe 5, 64 tokens, fp8 weights, bf16 all-reduces: 161 buffers of
+    # 64 x 8192 x 2 bytes; 70.554e9 / 8 bytes of weights a GPU.
+    "parallel-communication": ({"preset": "llama3-70b", "ranks": "8", "link": "pcie5", "tokens": "64", "weights": "fp8",
+                                "allreduce": "bf16"},
+                               "At 8 ranks", "8.21 GiB of weights", "161 buffers of 1.00 MiB",
+                               f"{round(100 * (lambda s, c, r, m: c / (c + r))(*tp_step(8192, 80, 70.554e9, 8, 64, 1, 2, 64, 15)))}% of the step"),
 }
 
 
@@ -399,6 +416,32 @@ def test_kv_presets_match_the_engine(minfer):
         dim, n_layers, heads, n_kv, n_context = listing[preset]
         assert (layers, kv_heads, context, query_heads) == (n_layers, n_kv, n_context, heads), preset
         assert head_dim == (gemma_head_dim if preset == "gemma3-270m" else dim // heads), preset
+
+
+# ---- parallel communication ----------------------------------------------------------------
+
+def test_parallel_communication_arithmetic(open_figure):
+    f = open_figure("parallel-communication")
+    # Default: llama3-8b over 4 ranks on NVLink (450 GB/s, 8 µs an all-reduce), batch 1, bf16 weights,
+    # fp32 all-reduces (what minfer sends): 65 buffers of 4096 x 4 bytes.
+    sent, comm, read, memory = tp_step(4096, 32, 8.0305e9, 4, 1, 2, 4, 450, 8)
+    text = f.text(".lk-readout")
+    assert "65 buffers of 16.0 KiB" in text and "1.52 MiB" in text, text
+    assert f"{round(100 * comm / (comm + read))}% of the step" in text, text
+    assert "3.74 GiB of weights" in text, text
+    one = f.drawing()
+    # One rank: nothing is all-reduced, and the whole model sits on the GPU.
+    f.set_range(0, 0)
+    assert "nothing is all-reduced" in f.text(".lk-readout")
+    assert "15.0 GiB of weights" in f.text(".lk-readout")
+    # Slower links make the bars longer; 70B in bf16 takes 131 GiB of one H200's 139.8.
+    f.set_range(0, 3)
+    f.root.get_by_label("Link between GPUs").select_option("pcie4")
+    assert f.drawing() != one
+    f.root.get_by_label("Model").select_option("llama3-70b")
+    f.set_range(0, 0)
+    assert "131 GiB of weights" in f.text(".lk-readout") and "more than" not in f.text(".lk-readout")
+    f.check_quiet()
 
 
 # ---- batching stepper ----------------------------------------------------------------------
