@@ -178,6 +178,9 @@ def test_bad_launches_end_every_rank_with_one_error(tmp_path):
     heads = mpirun(3, "generate", *io, "-tp", 3)
     assert heads.returncode != 0
     assert heads.stderr.count("the 8 attention heads do not divide among the ranks") == 1, heads.stderr
+    # A model no rank can load: every rank stops, one says why.
+    missing = mpirun(2, "generate", tmp_path / "missing.gguf", *io, "-tp", 2)
+    assert missing.returncode != 0 and missing.stderr.count("missing.gguf") == 1, missing.stderr
     # Every rank's KV pool too small for one sequence: one error.
     kv = mpirun(2, "generate", *io, "-tp", 2, "--kv-cache-memory", 1000)
     assert kv.returncode != 0 and kv.stderr.count("cannot hold one sequence") == 1, kv.stderr
