@@ -14,12 +14,14 @@ StepBudget StepPacer::next() const {
         const double fit = (target_ - fixed_) / per_token_;
         tokens = fit >= max_tokens_ ? max_tokens_ : int32_t(std::max(0.0, fit));
     }
+    tokens = std::min(tokens, std::max(kFirstTokens, 2 * largest_));  // no far extrapolation
     tokens = std::clamp(tokens, std::min(kMinTokens, max_tokens_), max_tokens_);
     return {tokens, std::max(1, tokens / 2)};
 }
 
 void StepPacer::observe(int32_t tokens, double seconds) {
     if (!enabled() || tokens <= 0 || !(seconds >= 0)) return;
+    largest_ = std::max(largest_, tokens);
     const double x = tokens, y = seconds;
     w_ = w_ * kDecay + 1;
     x_ = x_ * kDecay + x;

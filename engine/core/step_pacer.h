@@ -8,7 +8,11 @@
 // older steps weighing less, so the cost of attention over a growing context
 // is followed) and gives the step the tokens that fit the target; one prompt
 // among others gets half of them (StepBudget::prefill_chunk), so a short
-// prompt is admitted beside a long one.
+// prompt is admitted beside a long one. It never offers more than twice the
+// largest step it has timed: a fit over steps of 1 to 5 tokens, its times
+// jittered by another process, can put the cost of a token near zero, and
+// one long prompt would then take the whole budget in a single step of
+// seconds (CI saw 2.5 s against a 100 ms target).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,7 @@ private:
     static constexpr double kDecay = 0.9;
     double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
     double fixed_ = 0, per_token_ = 0;
+    int32_t largest_ = 0;  // the most tokens of a step timed so far
 };
 
 }  // namespace minfer

@@ -100,6 +100,8 @@ def test_a_non_streaming_client_that_leaves_is_aborted(one_chunk):
     sock.close()
     # At some ten milliseconds a token, 1,500 tokens would take seconds more.
     s.wait_idle(timeout=30)
+    # The engine is idle before the connection's thread has counted the abort (see test_server's cut streams).
+    wait_for(lambda: aborted(s) - before_abort >= 1, 30, "the abort to be counted")
     assert aborted(s) - before_abort == 1
     assert counter(s, "minfer:generation_tokens_total") - before_tokens < 1500
 
@@ -112,6 +114,7 @@ def test_a_stream_cut_during_prefill_is_aborted_at_the_next_chunk(small_chunks):
     steps = counter(s, "minfer:engine_steps_total")
     sock.close()
     s.wait_idle(timeout=60)
+    wait_for(lambda: aborted(s) - before_abort >= 1, 30, "the abort to be counted")
     assert aborted(s) - before_abort == 1
     # Aborted between two chunks: its prefill never ended, so no token was sampled
     # (noticed only at its first token, it would have had one).

@@ -38,9 +38,14 @@ TEST_CASE("step pacer: follows a cost that grows, and never goes below its floor
     CHECK(pacer.next().tokens <= 100);
     for (int i = 0; i < 60; ++i) pacer.observe(100 + i % 7, 0.1 * (100 + i % 7));  // then 100 ms a token
     CHECK(pacer.next().tokens == StepPacer::kMinTokens);
+    // A fast machine: the budget doubles with each step it has timed, up to the whole of it.
     StepPacer fast(0.1, 512);
     for (int i = 0; i < 10; ++i) fast.observe(10 + i, 1e-6 * (10 + i));
-    CHECK(fast.next().tokens == 512);
+    CHECK(fast.next().tokens == StepPacer::kFirstTokens);
+    for (const int32_t want : {128, 256, 512, 512}) {
+        fast.observe(fast.next().tokens, 1e-6 * fast.next().tokens);
+        CHECK(fast.next().tokens == want);
+    }
     // Equal steps cannot separate the fixed part: the mean cost of a token stands in.
     StepPacer even(0.1, 512);
     for (int i = 0; i < 10; ++i) even.observe(50, 0.05);
@@ -50,6 +55,19 @@ TEST_CASE("step pacer: follows a cost that grows, and never goes below its floor
     even.observe(0, 1.0);    // ignored: no tokens
     even.observe(50, -1.0);  // ignored: a clock that went back
     CHECK(even.next().tokens == tokens);
+}
+
+TEST_CASE("step pacer: a fit over small, jittered steps does not hand a long prompt the whole budget") {
+    // Decodes of 1 token at 44 or 46 ms (another process shares the core) and
+    // the first prompt's 5 tokens at 45.1 ms: the fit's cost of a token is
+    // about 25 µs, so (0.1 - fixed) / per_token is past the budget.
+    StepPacer pacer(0.1, 2048);
+    pacer.observe(5, 0.0451);
+    for (int i = 0; i < 12; ++i) pacer.observe(1, i % 2 ? 0.046 : 0.044);
+    CHECK(pacer.seconds_per_token() < 30e-6);
+    CHECK(pacer.next().tokens == StepPacer::kFirstTokens);  // not 2048
+    pacer.observe(64, 0.5);  // the long prompt's first chunk, timed
+    CHECK(pacer.next().tokens < 64);
 }
 
 namespace {
