@@ -217,13 +217,15 @@ int bench_latency_cmd(int argc, char** argv) {
 int cmd_bench(int argc, char** argv) {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         std::printf("usage: minfer bench latency [MODEL] [options]   (minfer bench latency --help)\n"
-                    "       minfer bench serve [options]            (minfer bench serve --help)\n");
+                    "       minfer bench serve [options]            (minfer bench serve --help)\n"
+                    "       mpirun -np N minfer bench collectives   (minfer bench collectives --help)\n");
         return argc < 2 ? 2 : 0;
     }
     const std::string what = argv[1];
     if (what == "latency") return bench_latency_cmd(argc - 1, argv + 1);
     if (what == "serve") return cmd_bench_serve(argc - 1, argv + 1);
-    throw UsageError("unknown benchmark '" + what + "' (try: latency, serve)");
+    if (what == "collectives") return bench_collectives_cmd(argc - 1, argv + 1);
+    throw UsageError("unknown benchmark '" + what + "' (try: latency, serve, collectives)");
 }
 
 }  // namespace minfer::cli

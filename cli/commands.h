@@ -11,6 +11,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);  // minfer bench serve (cmd_bench_serve.cpp)
+int bench_collectives_cmd(int argc, char** argv);  // minfer bench collectives (cmd_bench_collectives.cpp)
 int cmd_generate(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);

@@ -123,6 +123,19 @@ def test_bench_latency_over_two_ranks():
     assert len(out.stdout.strip().splitlines()) == 1, out.stdout
 
 
+def test_bench_collectives():
+    out = mpirun(3, "bench", "collectives", "--min-bytes", 4096, "--max-bytes", 65536, "--repetitions", 2, "--json")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["op"] for r in rows] == ["all-reduce", "all-gather", "all-to-all"] * 3, rows
+    for r in rows:
+        assert r["ranks"] == 3 and r["transport"] == "mpi" and r["seconds"] > 0, r
+        share = 4 / 3 if r["op"] == "all-reduce" else 2 / 3  # nccl-tests' busbw factors at n = 3
+        assert abs(r["busbw_gb_s"] - r["algbw_gb_s"] * share) <= 1e-9 * r["algbw_gb_s"], r
+    alone = minfer("bench", "collectives")
+    assert alone.returncode == 2 and "mpirun -np N" in alone.stderr
+
+
 # An rsh agent for Open MPI that "logs in" to any host name by running the command on this machine.
 FAKE_SSH = """#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
