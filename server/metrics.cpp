@@ -84,6 +84,21 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
         out += fmt::format("minfer:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", label, i,
                            sd.accepted_per_pos[i]);
 
+    // A model split over ranks (-tp N): what its steps all-reduce, and expert parallelism's balance.
+    const ParallelStats& ps = st.parallel;
+    metric("tensor_parallel_size", "gauge", "Ranks the model is split over (1: not split).", double(ps.ranks));
+    metric("all_reduced_floats_total", "counter", "Floats rank 0 all-reduced over the ranks (each step's partial sums).",
+           double(ps.floats_all_reduced));
+    if (!ps.expert_pairs.empty()) {
+        out += "# HELP minfer:expert_pairs_total (token, expert) pairs routed to each rank's experts (expert parallelism).\n"
+               "# TYPE minfer:expert_pairs_total counter\n";
+        for (size_t r = 0; r < ps.expert_pairs.size(); ++r)
+            out += fmt::format("minfer:expert_pairs_total{{{},rank=\"{}\"}} {}\n", label, r, ps.expert_pairs[r]);
+        metric("expert_imbalance_mean", "gauge", "Per step, the busiest rank's pairs over the mean, averaged (1: even).",
+               ps.balance_steps ? ps.imbalance_sum / double(ps.balance_steps) : 0.0);
+        metric("expert_imbalance_max", "gauge", "The worst step's busiest rank's pairs over the mean.", ps.imbalance_max);
+    }
+
     std::lock_guard lock(mutex_);
     out += "# HELP minfer:request_success_total Finished requests by finish reason.\n"
            "# TYPE minfer:request_success_total counter\n";

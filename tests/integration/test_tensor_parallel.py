@@ -210,6 +210,28 @@ def rank_pids(parent):
     return pids
 
 
+def test_serve_with_expert_parallelism_reports_the_balance():
+    """/metrics of a MoE model served over 2 ranks: the ranks, the all-reduced floats, each rank's pairs."""
+    server = ListeningProcess([MPIRUN, "-np", "2", minfer_bin(), "serve", "--port", "0", "--synthetic",
+                               "qwen3moe-tiny:f32", "-tp", "2", "--enable-expert-parallel"], env=ENV,
+                              what="mpirun minfer serve -tp 2 --enable-expert-parallel")
+    try:
+        import urllib.request
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0}).encode()
+        request = urllib.request.Request(server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
+        assert json.loads(urllib.request.urlopen(request, timeout=60).read())["choices"][0]["text"]
+        metrics = urllib.request.urlopen(server.base_url + "/metrics", timeout=10).read().decode()
+        value = lambda prefix: float(next(l for l in metrics.splitlines() if l.startswith(prefix)).rsplit(" ", 1)[1])
+        assert value("minfer:tensor_parallel_size{") == 2
+        assert value("minfer:all_reduced_floats_total{") > 0
+        pairs = [value(f'minfer:expert_pairs_total{{model_name="qwen3moe-tiny:f32",rank="{r}"}}') for r in (0, 1)]
+        # 2 layers x 2 experts a token, every prompt and generated token (the last is never fed back).
+        assert sum(pairs) > 0 and sum(pairs) % 4 == 0, pairs
+        assert value("minfer:expert_imbalance_mean{") >= 1.0
+    finally:
+        server.stop(signal.SIGTERM)
+
+
 def test_serve_over_two_ranks_answers_outlives_a_client_and_ends_on_sigterm():
     openai = pytest.importorskip("openai")
     server = ListeningProcess([MPIRUN, "-np", "2", minfer_bin(), "serve", "--port", "0", "--device", "cpu",
