@@ -156,8 +156,11 @@ def test_generate_over_two_hosts_on_loopback(tmp_path):
     io = ["--input", tmp_path / "in.jsonl"]
     one = minfer("generate", *io, "--output", tmp_path / "one.jsonl")
     assert one.returncode == 0, one.stderr
+    # Its own session directory: the two "nodes" are one machine, and another job's would be beside it.
+    (tmp_path / "ompi").mkdir()
     hosts = [MPIRUN, "-np", "2", "--hostfile", str(tmp_path / "hosts"), "--mca", "plm_rsh_agent", str(agent),
-             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
+             "--mca", "orte_tmpdir_base", str(tmp_path / "ompi")]
     where = subprocess.run([*hosts, "sh", "-c", "echo $OMPI_COMM_WORLD_LOCAL_SIZE"], env=ENV, capture_output=True,
                            text=True, timeout=60)
     assert where.stdout.split() == ["1", "1"], where.stdout + where.stderr  # one rank a node
