@@ -34,7 +34,7 @@ void print_parallel_summary(const ParallelStats& s) {
     std::fprintf(stderr,
                  "expert parallel: (row, expert) pairs by rank %s of %lld; busiest rank over the mean a step: "
                  "mean %.3f, worst %.3f (%lld steps counted)\n",
-                 shares.c_str(), (long long)total, s.balance_steps ? s.imbalance_sum / double(s.balance_steps) : 0.0,
+                 shares.c_str(), (long long)total, s.imbalance_mean(),
                  s.imbalance_max, (long long)s.balance_steps);
 }
 

@@ -16,23 +16,28 @@ namespace {
 // MPI counts are ints: big buffers go in pieces.
 constexpr size_t kMaxCount = size_t(1) << 30;
 
+// call(offset, n) for consecutive pieces of at most kMaxCount of count elements.
+template <class Call>
+void in_pieces(size_t count, Call&& call) {
+    for (size_t done = 0; done < count;) {
+        const int n = int(std::min(count - done, kMaxCount));
+        call(done, n);
+        done += size_t(n);
+    }
+}
+
 class MpiCommunicator final : public Communicator {
 public:
-    explicit MpiCommunicator(const World& world) : Communicator(world) {
-        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-        MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    }
+    explicit MpiCommunicator(const World& world) : Communicator(world), comm_(duplicate_world()) {}
     ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
     std::string name() const override { return "mpi"; }
 
     // MPI_SUM of floats is commutative, so every rank gets the same bits
     // (recursive doubling adds a+b on one rank and b+a on the other).
     void all_reduce_sum(float* data, size_t count) override {
-        for (size_t done = 0; done < count;) {
-            const int n = int(std::min(count - done, kMaxCount));
-            check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
-            done += size_t(n);
-        }
+        in_pieces(count, [&](size_t at, int n) {
+            check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+        });
         floats_reduced_ += count;
     }
 
@@ -50,28 +55,22 @@ public:
     }
 
     void broadcast(void* data, size_t bytes, int32_t root) override {
-        for (size_t done = 0; done < bytes;) {
-            const int n = int(std::min(bytes - done, kMaxCount));
-            check_mpi(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
-            done += size_t(n);
-        }
+        in_pieces(bytes, [&](size_t at, int n) {
+            check_mpi(MPI_Bcast(static_cast<char*>(data) + at, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+        });
     }
 
     void send(const void* data, size_t bytes, int32_t peer) override {
-        for (size_t done = 0; done < bytes;) {
-            const int n = int(std::min(bytes - done, kMaxCount));
-            check_mpi(MPI_Send(static_cast<const char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_), "MPI_Send");
-            done += size_t(n);
-        }
+        in_pieces(bytes, [&](size_t at, int n) {
+            check_mpi(MPI_Send(static_cast<const char*>(data) + at, n, MPI_BYTE, peer, kTag, comm_), "MPI_Send");
+        });
     }
 
     void recv(void* data, size_t bytes, int32_t peer) override {
-        for (size_t done = 0; done < bytes;) {
-            const int n = int(std::min(bytes - done, kMaxCount));
-            check_mpi(MPI_Recv(static_cast<char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE),
+        in_pieces(bytes, [&](size_t at, int n) {
+            check_mpi(MPI_Recv(static_cast<char*>(data) + at, n, MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE),
                       "MPI_Recv");
-            done += size_t(n);
-        }
+        });
     }
 
 private:

@@ -14,10 +14,7 @@ namespace minfer {
 
 class MpiControl final : public Control {
 public:
-    explicit MpiControl(const World& world) : Control(world) {
-        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-        MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    }
+    explicit MpiControl(const World& world) : Control(world), comm_(duplicate_world()) {}
     ~MpiControl() override { MPI_Comm_free(&comm_); }
 
     void send(int32_t command, const std::vector<int32_t>& payload) override;

@@ -95,7 +95,7 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
         for (size_t r = 0; r < ps.expert_pairs.size(); ++r)
             out += fmt::format("minfer:expert_pairs_total{{{},rank=\"{}\"}} {}\n", label, r, ps.expert_pairs[r]);
         metric("expert_imbalance_mean", "gauge", "Per step, the busiest rank's pairs over the mean, averaged (1: even).",
-               ps.balance_steps ? ps.imbalance_sum / double(ps.balance_steps) : 0.0);
+               ps.imbalance_mean());
         metric("expert_imbalance_max", "gauge", "The worst step's busiest rank's pairs over the mean.", ps.imbalance_max);
     }
 

@@ -81,6 +81,7 @@ struct ParallelStats {
     std::vector<int64_t> expert_pairs;
     int64_t balance_steps = 0;
     double imbalance_sum = 0, imbalance_max = 0;
+    double imbalance_mean() const { return balance_steps ? imbalance_sum / double(balance_steps) : 0.0; }
 };
 
 // Bytes the runner allocates for its activations (the KV pool aside).
