@@ -37,7 +37,13 @@ int cmd_serve(int argc, char** argv) {
         ("access-log", "log one line a request: client, method and path, status, response id, tokens, "
                        "time to first token, total time")
         ("timeout-keep-alive", "seconds an idle keep-alive connection stays open", cxxopts::value<int32_t>()->default_value("60"))
-        ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"));
+        ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"))
+        ("kv-role", "prefill/decode disaggregation: prefill (compute prompts, send their KV), decode (receive KV, "
+                    "generate) or both (today's single instance; it may do either)", cxxopts::value<std::string>())
+        ("kv-transfer-port", "receive KV over TCP on this port (0: any free one; GET /v1/kv_transfer says which). "
+                             "Under mpirun, instances also reach each other over MPI", cxxopts::value<int32_t>())
+        ("kv-transfer-timeout", "seconds a KV transfer may wait for its peer, and received blocks for their "
+                                "request, before they are given up", cxxopts::value<double>()->default_value("30"));
     // clang-format on
     add_synthetic_option(opts);
     add_engine_options(opts);
@@ -68,7 +74,38 @@ int cmd_serve(int argc, char** argv) {
     spdlog::set_level(lvl);
 
     EngineConfig config = engine_config_from(args);
-    ModelLaunch launch = launch_model(args, &config);
+    const bool disaggregated = args.count("kv-role") > 0;
+    if (disaggregated) {
+        try {
+            sc.kv_role = parse_kv_role(args["kv-role"].as<std::string>());
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+        }
+    }
+    if (args.count("kv-transfer-port") && !disaggregated) throw UsageError("--kv-transfer-port needs --kv-role");
+    const double kv_timeout = args["kv-transfer-timeout"].as<double>();
+    if (!(kv_timeout > 0 && kv_timeout <= 86400)) throw UsageError("--kv-transfer-timeout must be in (0, 86400] seconds");
+    config.kv_transfer_timeout = kv_timeout;
+    ModelLaunch launch = launch_model(args, &config, disaggregated);
+    if (disaggregated) {
+        KVTransferOptions kv;
+        kv.listen_host = sc.host;
+        kv.timeout = std::chrono::milliseconds(int64_t(kv_timeout * 1000));
+        if (args.count("kv-transfer-port")) {
+            const int32_t p = args["kv-transfer-port"].as<int32_t>();
+            if (p < 0 || p > 65535) throw UsageError("--kv-transfer-port must be in 0..65535");
+            if (sc.kv_role == KVRole::Prefill) throw UsageError("a prefill instance receives no KV: drop --kv-transfer-port");
+            kv.tcp_port = p;
+        }
+        kv.receive = sc.kv_role != KVRole::Prefill;
+        if (launch.instances) {
+            kv.mpi = true;
+            kv.mpi_rank = launch.instances->world().rank;
+        }
+        if (sc.kv_role == KVRole::Decode && kv.tcp_port < 0 && !kv.mpi)
+            throw UsageError("a decode instance receives KV over TCP (--kv-transfer-port) or MPI (launch it under mpirun)");
+        sc.kv_transfer = kv;
+    }
     if (launch.worker_exit) return *launch.worker_exit;  // ranks > 0 of mpirun end here
     const auto& backend = launch.backend;
     const auto& model = launch.model;
@@ -96,7 +133,12 @@ int cmd_serve(int argc, char** argv) {
         throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", sc.host, sc.port, e.code().message()));
     }
     // The bound port on stdout, for scripts that asked for port 0.
-    std::printf("minfer serve: listening on http://%s:%u\n", sc.host.c_str(), unsigned(server->port()));
+    const std::string kv_note =
+        disaggregated ? fmt::format(" (kv-role {}{})", kv_role_name(sc.kv_role),
+                                    server->kv_address().empty() ? "" : ", KV at " + server->kv_address())
+                      : "";
+    std::printf("minfer serve: listening on http://%s:%u%s\n", sc.host.c_str(), unsigned(server->port()),
+                kv_note.c_str());
     std::fflush(stdout);
     server->run();
     spdlog::info("stopped");

@@ -111,8 +111,22 @@ std::optional<int> ParallelRun::split_roles(const Model& model, EngineConfig* co
     return 0;
 }
 
-ModelLaunch launch_model(const cxxopts::ParseResult& args, EngineConfig* config) {
+ModelLaunch launch_model(const cxxopts::ParseResult& args, EngineConfig* config, bool instances_under_mpi) {
     ModelLaunch l;
+    if (instances_under_mpi) {
+        if (args["tensor-parallel-size"].as<int32_t>() != 1)
+            throw UsageError("--kv-role runs each instance whole: -tp must be 1 (a split instance's KV lives on every rank)");
+        if (launched_by_mpi()) {
+            try {
+                l.instances = std::make_unique<MpiSession>();
+            } catch (const LaunchError& e) {
+                throw UsageError(e.what());
+            }
+        }
+        l.backend = backend_from(args, l.instances ? l.instances->world() : World{});
+        l.model = Model::load(open_model_arg(args, "model"), *l.backend);
+        return l;
+    }
     l.parallel = ParallelRun::start(args);
     l.backend = backend_from(args, l.parallel ? l.parallel->world() : World{});
     const auto open = [&] { return open_model_arg(args, "model"); };

@@ -63,6 +63,9 @@ private:
 // steps: the command returns it. (Members end in reverse: rank 0 lets the
 // other ranks go last, after the command's engine and runners.)
 struct ModelLaunch {
+    // Disaggregation under mpirun: each rank is an instance of its own (the
+    // model whole on every rank), and MPI only carries KV transfers.
+    std::unique_ptr<MpiSession> instances;
     std::unique_ptr<ParallelRun> parallel;
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Model> model;
@@ -70,6 +73,8 @@ struct ModelLaunch {
 };
 // --device/--threads/--quantization, --synthetic or MODEL, -tp. With an
 // engine config, the ranks agree on its KV pool (ParallelRun::split_roles).
-ModelLaunch launch_model(const cxxopts::ParseResult& args, EngineConfig* config);
+// With instances_under_mpi (serve --kv-role), a launch by mpirun starts one
+// instance per rank instead of one model split over the ranks.
+ModelLaunch launch_model(const cxxopts::ParseResult& args, EngineConfig* config, bool instances_under_mpi = false);
 
 }  // namespace minfer::cli

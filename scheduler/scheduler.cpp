@@ -168,12 +168,12 @@ SchedulerOutput Scheduler::schedule(const StepBudget& budget) {
                 fit_logits(*seq, std::min({seq->num_uncomputed(), token_budget, chunk_cap}), logits_left);
             if (count == 0 ||
                 !blocks_.allocate(seq->blocks, seq->num_computed, seq->num_computed + count, out.copies)) {
-                // Give the borrowed prefix back; try again next step.
-                if (looked_up)
+                // Give the borrowed prefix back; try again next step. Blocks the
+                // sequence came with (a decode instance's received KV) stay its own.
+                if (looked_up) {
                     blocks_.cancel_prefix_match(seq->blocks, int64_t(seq->tokens.size()));
-                else
-                    blocks_.free(seq->blocks);
-                seq->num_computed = 0;
+                    seq->num_computed = 0;
+                }
                 break;
             }
             waiting_.erase(waiting_.begin());

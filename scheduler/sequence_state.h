@@ -22,6 +22,8 @@ struct SequenceState {
     std::vector<int32_t> tokens;     // the prompt, then the generated tokens (prefix-cache hashes read them)
     int32_t num_prompt_tokens = 0;
     int32_t num_computed = 0;        // leading tokens whose K/V are in the cache
+    // Empty while waiting, unless the sequence arrives with its K/V (a decode
+    // instance's received blocks): then admission starts from them.
     BlockList blocks;
     SequenceStatus status = SequenceStatus::Waiting;
     int32_t num_preemptions = 0;

@@ -68,6 +68,16 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
            double(st.num_preemptions));
     metric("prompt_tokens_total", "counter", "Prompt tokens admitted.", double(st.prompt_tokens));
     metric("generation_tokens_total", "counter", "Tokens generated.", double(st.generation_tokens));
+    metric("prefill_computed_tokens_total", "counter",
+           "Prompt tokens this instance ran through the model (not those found in the prefix cache or received as KV).",
+           double(st.prefill_computed_tokens));
+    metric("kv_parked_blocks", "gauge", "KV blocks held for KV transfers (a prefill's to send, a decode's received).",
+           double(st.kv_parked_blocks));
+    metric("kv_parked_expired_total", "counter", "KV transfers whose blocks expired unsent or unclaimed.",
+           double(st.kv_parked_expired));
+    metric("kv_received_unused_total", "counter",
+           "Requests naming a KV transfer that was missing or unusable (they computed their prompt here).",
+           double(st.kv_received_unused));
     metric("engine_steps_total", "counter", "Engine steps (forward passes).", double(st.steps));
     metric("device_idle_seconds_total", "counter",
            "Time the GPU sat idle between consecutive engine steps while requests were waiting (host work not hidden behind it; 0 on the CPU).",

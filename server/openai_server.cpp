@@ -168,6 +168,7 @@ OpenAIServer::OpenAIServer(LLMEngine& engine, const ChatTemplate& chat_template,
     : llm_(engine), tokenizer_(engine.tokenizer()), chat_template_(chat_template), config_(std::move(config)) {
     created_ = unix_now();
     engine_ = std::make_unique<EngineThread>(llm_);
+    if (config_.kv_transfer) kv_ = std::make_unique<KVTransfer>(*engine_, *config_.kv_transfer);
     http_ = std::make_unique<HttpServer>(
         io_, config_.host, config_.port, config_.http,
         [this](const HttpRequest& req, HttpResponder& res) { return handle(req, res); },
@@ -177,6 +178,8 @@ OpenAIServer::OpenAIServer(LLMEngine& engine, const ChatTemplate& chat_template,
 }
 
 OpenAIServer::~OpenAIServer() {
+    kv_pool_.join();
+    if (kv_) kv_->stop();
     if (engine_) engine_->stop();
 }
 
@@ -193,6 +196,8 @@ void OpenAIServer::run() {
                  llm_.config().block_size, kv_dtype_name(llm_.config().kv_cache_dtype.value_or(KVDType::F32)),
                  llm_.max_model_len());
     io_.run();
+    kv_pool_.join();
+    if (kv_) kv_->stop();
     engine_->stop();
 }
 
@@ -247,10 +252,15 @@ awaitable<void> OpenAIServer::route(const HttpRequest& req, HttpResponder& res, 
     } else if (path == "/ready") {
         if (!get) { HttpResponse reply = wrong_method(); co_await res.send(std::move(reply)); co_return; }
         co_await ready(res);
+    } else if (path == "/v1/kv_transfer") {
+        HttpResponse r = json_response(
+            kv_transfer_info(config_.kv_role, kv_ ? kv_->address() : "", llm_.config().block_size), v);
+        { HttpResponse reply = get ? std::move(r) : wrong_method(); co_await res.send(std::move(reply)); }
     } else if (path == "/metrics") {
         HttpResponse r{http::status::ok, v};
         r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
         r.body() = metrics_.render(engine_->stats(), config_.served_model_name);
+        if (kv_) render_kv_transfer_metrics(r.body(), kv_->stats(), fmt::format("model_name=\"{}\"", config_.served_model_name));
         { HttpResponse reply = get ? std::move(r) : wrong_method(); co_await res.send(std::move(reply)); }
     } else {
         { HttpResponse reply = error_response(http::status::not_found, fmt::format("no route {}", path), v); co_await res.send(std::move(reply)); }
@@ -407,6 +417,7 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
     ToolRequest tools;
     ToolCallFormat tool_format = ToolCallFormat::Json;
     bool stream = false, include_usage = false;
+    std::optional<KVTransferParams> kv_params;
     try {
         if (const json::value* s = body->if_contains("stream"); s && !s->is_null()) {
             if (!s->is_bool()) throw RequestError("'stream' must be true or false");
@@ -432,6 +443,19 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
             constrain_tool_calls(tools, tool_format, cr.options, json_options(*body, /*compact_by_default=*/false));
         } else {
             cr = parse_completion_request(*body, tokenizer_);
+        }
+        kv_params = parse_kv_transfer_params(*body, config_.kv_role, kv_ && !kv_->address().empty());
+        if (kv_params) {
+            std::erase(cr.ignored_fields, "kv_transfer_params");
+            if (cr.prompts.size() != 1) throw RequestError("a request with 'kv_transfer_params' must have one prompt");
+            if (kv_params->do_remote_decode) {
+                if (stream) throw RequestError("a prefill request ('do_remote_decode') cannot stream");
+                if (cr.options.n != 1) throw RequestError("a prefill request ('do_remote_decode') must have n = 1");
+                if (!kv_) throw RequestError("this instance sends no KV (it was started without --kv-role)");
+                cr.options.kv_send_id = kv_params->transfer_id;
+            } else {
+                cr.options.kv_receive_id = kv_params->transfer_id;
+            }
         }
     } catch (const std::exception& e) {  // RequestError, ChatTemplateError
         error = e.what();
@@ -538,10 +562,58 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         const std::string done = "data: [DONE]\n\n";
         const bool sent = co_await res.send_chunk(done);
         if (sent) co_await res.end_stream();
+    } else if (kv_params && kv_params->do_remote_decode) {
+        if (client_gone) {  // nobody will ask the decode instance: free the parked blocks
+            asio::post(kv_pool_, [engine = engine_.get(), id = kv_params->transfer_id] {
+                try {
+                    engine->call([&](LLMEngine& e) { e.release_parked_kv(id); });
+                } catch (const std::exception&) {
+                }
+            });
+            co_return;
+        }
+        const std::variant<KVSendReport, std::string> sent = co_await send_kv(*kv_params);
+        if (const std::string* failure = std::get_if<std::string>(&sent)) {
+            spdlog::warn("KV transfer {} to {} failed: {}", kv_params->transfer_id, kv_params->remote_address, *failure);
+            HttpResponse reply = error_response(http::status::bad_gateway, "KV transfer failed: " + *failure, v,
+                                                "kv_transfer_error");
+            co_await res.send(std::move(reply));
+            co_return;
+        }
+        json::object body = builder.response();
+        body["kv_transfer_params"] = kv_send_report(kv_params->transfer_id, std::get<KVSendReport>(sent));
+        HttpResponse reply = json_response(body, v);
+        co_await res.send(std::move(reply));
     } else if (!client_gone) {
         HttpResponse reply = json_response(builder.response(), v);
         co_await res.send(std::move(reply));
     }
+}
+
+// The send blocks (the peer, the engine's calls between steps), so it runs on
+// kv_pool_; its result comes back to the I/O thread, which wakes the waiter.
+awaitable<std::variant<KVSendReport, std::string>> OpenAIServer::send_kv(const KVTransferParams& params) {
+    using Result = std::variant<KVSendReport, std::string>;
+    auto result = std::make_shared<std::optional<Result>>();
+    auto done = std::make_shared<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
+    asio::post(kv_pool_, [this, params, result, done] {
+        Result r;
+        try {
+            r = kv_->send(params.transfer_id, params.remote_address);
+        } catch (const std::exception& e) {
+            r = std::string(e.what());
+        }
+        asio::post(io_, [result, done, r = std::move(r)]() mutable {
+            *result = std::move(r);
+            done->cancel();
+        });
+    });
+    while (!*result) {
+        boost::system::error_code ec;
+        co_await done->async_wait(asio::redirect_error(use_awaitable, ec));
+    }
+    Result out = std::move(**result);
+    co_return out;
 }
 
 }  // namespace minfer

@@ -17,10 +17,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "engine/text/chat/chat_template.h"
 #include "engine/core/engine_thread.h"
 #include "server/http/http_server.h"
+#include "server/kv_transfer_api.h"
 #include "server/metrics.h"
 #include "server/tool_calls.h"
 
@@ -37,6 +39,10 @@ struct ServerConfig {
     HttpLimits http;
     std::optional<ChatTemplate> tool_use_template;     // the GGUF's tokenizer.chat_template.tool_use
     std::optional<ToolCallFormat> tool_call_format;    // --tool-call-parser; nullopt: from the template
+    // Disaggregation (kv_transfer_api.h): the role, and how this instance
+    // sends and receives KV; no kv_transfer: requests may not name one.
+    KVRole kv_role = KVRole::Both;
+    std::optional<KVTransferOptions> kv_transfer;
 };
 
 class OpenAIServer {
@@ -45,6 +51,8 @@ public:
     ~OpenAIServer();
 
     uint16_t port() const { return http_->port(); }
+    // Where this instance receives KV ("" if it does not).
+    std::string kv_address() const { return kv_ ? kv_->address() : ""; }
     // Serves until SIGINT or SIGTERM (or stop()), then lets the requests in
     // flight finish and returns.
     void run();
@@ -70,6 +78,9 @@ private:
                             ToolCallFormat& format) const;
     HttpResponse detokenize(const HttpRequest& req);
     HttpResponse models(unsigned version) const;
+    // A prefill instance's request is done: its KV goes to the decode instance
+    // (on kv_pool_, off the I/O thread); the report, or the error.
+    asio::awaitable<std::variant<KVSendReport, std::string>> send_kv(const KVTransferParams& params);
 
     LLMEngine& llm_;
     const Tokenizer& tokenizer_;
@@ -77,6 +88,8 @@ private:
     ServerConfig config_;
     asio::io_context io_;
     std::unique_ptr<EngineThread> engine_;
+    std::unique_ptr<KVTransfer> kv_;   // with config_.kv_transfer
+    asio::thread_pool kv_pool_{4};     // KV sends block: they run here
     std::unique_ptr<HttpServer> http_;
     ServerMetrics metrics_;
     int64_t created_ = 0;       // unix time of start, for /v1/models

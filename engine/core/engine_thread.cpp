@@ -79,17 +79,27 @@ void EngineThread::loop() {
     while (true) {
         std::deque<Submission> submissions;
         std::vector<uint64_t> aborts;
+        std::deque<std::function<void()>> calls;
         bool stopping = false;
         if (!engine_.has_unfinished()) engine_.wait_for_work();
         {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] {
-                return stopping_ || !submissions_.empty() || !aborts_.empty() || engine_.has_unfinished();
-            });
+            auto work = [&] {
+                return stopping_ || !submissions_.empty() || !aborts_.empty() || !calls_.empty() ||
+                       engine_.has_unfinished();
+            };
+            // Parked KV blocks expire even while no request comes: wake now and then.
+            if (engine_.has_parked_kv())
+                wake_.wait_for(lock, std::chrono::seconds(1), work);
+            else
+                wake_.wait(lock, work);
             submissions.swap(submissions_);
             aborts.swap(aborts_);
+            calls.swap(calls_);
             stopping = stopping_;
         }
+        for (auto& call : calls) call();  // a packaged task: its exception goes to the caller
+        engine_.expire_parked_kv();
         for (Submission& s : submissions) {
             callbacks_[s.id] = std::move(s.on_output);
             try {

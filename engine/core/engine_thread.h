@@ -11,6 +11,8 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -39,6 +41,22 @@ public:
         engine_.validate(prompt, options);
     }
     void abort(uint64_t request_id);
+    // Runs `work` on the engine thread between two steps (the engine is not
+    // thread-safe) and waits for it: returns what it returns, or rethrows what
+    // it throws. Throws RequestError once the engine is stopping.
+    template <class Work>
+    auto call(Work work) -> decltype(work(std::declval<LLMEngine&>())) {
+        using Result = decltype(work(std::declval<LLMEngine&>()));
+        std::packaged_task<Result()> task([this, w = std::move(work)]() mutable { return w(engine_); });
+        std::future<Result> done = task.get_future();
+        {
+            std::lock_guard lock(mutex_);
+            if (stopping_) throw RequestError("the engine is shutting down");
+            calls_.emplace_back([t = std::make_shared<decltype(task)>(std::move(task))] { (*t)(); });
+        }
+        wake_.notify_one();
+        return done.get();
+    }
     // Requests submitted that the engine has not taken yet.
     size_t num_queued() const;
 
@@ -69,6 +87,7 @@ private:
     std::condition_variable wake_;
     std::deque<Submission> submissions_;
     std::vector<uint64_t> aborts_;
+    std::deque<std::function<void()>> calls_;
     bool stopping_ = false;
     uint64_t next_id_ = 1;
     EngineStats stats_;

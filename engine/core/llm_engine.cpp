@@ -134,6 +134,7 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
     config_.num_kv_blocks =
         kv_blocks_for(model.rank_config(), model.backend(), config_, drafting ? &draft_model->config() : nullptr);
     blocks_ = std::make_unique<BlockManager>(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching);
+    parked_ = std::make_unique<ParkedKVTable>(*blocks_);
     // A row of logits per sequence, and per draft of the sequences that may speculate.
     int32_t logits_rows = config_.max_num_seqs;
     if (config_.speculative.enabled()) {
@@ -157,7 +158,7 @@ LLMEngine::LLMEngine(const Model& model, const Tokenizer& tokenizer, const Engin
     planner_ = std::make_unique<PlanBuilder>(config_.block_size, eos_ids);
     outputs_ = std::make_unique<OutputProcessor>(tokenizer, *scheduler_, *blocks_, eos_ids,
                                                  OutputProcessor::Limits{m.vocab_size, config_.max_model_len},
-                                                 next_sequence_id_);
+                                                 next_sequence_id_, *parked_, config_.kv_transfer_timeout);
 }
 
 LLMEngine::~LLMEngine() = default;
@@ -221,6 +222,7 @@ void LLMEngine::add_request(uint64_t request_id, std::vector<int32_t> prompt, Ge
     r->arrival_time = now_seconds();
 
     auto seq = make_sequence(*r, 0, next_sequence_id_++, tokenizer_);
+    if (!r->options.kv_receive_id.empty()) attach_received_kv(*seq, r->options.kv_receive_id);
     scheduler_->add_waiting(seq.get());
     r->seqs.push_back(std::move(seq));
     prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
@@ -244,6 +246,7 @@ void LLMEngine::abort(uint64_t request_id) {
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
+    expire_parked_kv();
     if (config_.speculative.enabled()) propose_drafts();
     SchedulerOutput scheduled = scheduler_->schedule(pacer_->next());
     // The drafter's copy-on-write copies come first: the scheduler's own were decided after them.
@@ -318,7 +321,9 @@ void LLMEngine::start_step(const SchedulerOutput& s) {
 void LLMEngine::commit_computed(const SchedulerOutput& s) {
     for (const ScheduledSequence& sc : s.scheduled) {
         SequenceState& seq = *sc.seq;
+        const int32_t from = seq.num_computed;
         seq.num_computed += sc.num_tokens - int32_t(seq.draft_tokens.size());  // drafts: when accepted
+        prefill_computed_ += std::max(0, std::min(seq.num_computed, seq.num_prompt_tokens) - from);
         blocks_->commit(seq.blocks, seq.tokens, seq.num_computed);
     }
 }
@@ -335,6 +340,10 @@ EngineStats LLMEngine::stats() const {
     st.num_preemptions = scheduler_->num_preemptions();
     st.prompt_tokens = prompt_tokens_;
     st.generation_tokens = outputs_->generation_tokens();
+    st.prefill_computed_tokens = prefill_computed_;
+    st.kv_parked_blocks = parked_->num_blocks();
+    st.kv_parked_expired = parked_->num_expired();
+    st.kv_received_unused = kv_received_unused_;
     st.device_idle_seconds = model_.backend().device_idle_seconds();
     st.spec_decode = outputs_->spec_stats();
     st.parallel = runner_->parallel_stats();

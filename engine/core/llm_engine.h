@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@
 
 #include "engine/core/draft_proposer.h"
 #include "engine/core/output_processor.h"
+#include "engine/core/parked_kv.h"
 #include "engine/core/plan_builder.h"
 #include "engine/core/sequence.h"
 #include "engine/core/step_pacer.h"
@@ -58,6 +60,9 @@ struct EngineConfig {
     // a GPU (LLMEngine sets it to what it chose).
     std::optional<double> max_step_seconds;
     SpeculativeConfig speculative;      // off by default
+    // Disaggregation: KV blocks parked for a transfer (parked_kv.h) are freed
+    // after this many seconds unless sent or claimed.
+    double kv_transfer_timeout = 60;
 };
 
 // A request the engine refuses (bad parameters, too long for the context or
@@ -77,6 +82,12 @@ struct EngineStats {
     int64_t num_preemptions = 0;
     int64_t prompt_tokens = 0;      // prompt tokens of finished and running requests, counted at admission
     int64_t generation_tokens = 0;  // tokens sampled
+    // Prompt tokens this instance ran through the model (a prompt served from
+    // the prefix cache or from received KV blocks computes only its rest).
+    int64_t prefill_computed_tokens = 0;
+    int64_t kv_parked_blocks = 0;       // blocks held for KV transfers (parked_kv.h)
+    int64_t kv_parked_expired = 0;      // transfers whose blocks expired unsent or unclaimed
+    int64_t kv_received_unused = 0;     // requests whose received KV was missing or not usable
     double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
     SpecDecodeStats spec_decode;     // speculative decoding's drafts and acceptances
     ParallelStats parallel;          // a model split over ranks: all-reduce volume, experts' balance
@@ -119,6 +130,39 @@ public:
     // The fair policy's virtual token counters, per client.
     const std::map<std::string, double>& client_counters() const { return scheduler_->client_counters(); }
 
+    // ---- Disaggregation (parked_kv.h): on the engine's thread, between steps.
+    // A prefill instance: the prompt parked under `id` by a finished request
+    // (its kv_send_id): tokens, the hash chain of its committed full blocks,
+    // and its blocks.
+    struct OutgoingKV {
+        std::vector<int32_t> tokens;
+        std::vector<uint64_t> hashes;
+        std::vector<int32_t> blocks;
+    };
+    std::optional<OutgoingKV> outgoing_kv(const std::string& id);
+    // A decode instance: room for a prompt whose K/V will arrive under `id`.
+    // `hashes` is the sender's chain, which must match this instance's. Borrows
+    // the leading blocks already cached here and allocates the rest; returns
+    // how many blocks are already here (their K/V need not come). Throws
+    // RequestError if the chains differ or the pool has no room.
+    int32_t begin_incoming_kv(const std::string& id, std::vector<int32_t> tokens, std::span<const uint64_t> hashes);
+    std::vector<int32_t> incoming_blocks(const std::string& id);
+    // The K/V have arrived: full blocks join the prefix cache, and the entry
+    // waits for the request that names it in kv_receive_id.
+    void finish_incoming_kv(const std::string& id);
+    // Frees a parked entry (sent, or its transfer failed); unknown ids are ignored.
+    void release_parked_kv(const std::string& id);
+    bool has_parked_kv() const { return parked_->size() > 0; }
+    // Frees parked entries whose time is up (every step does it too).
+    void expire_parked_kv();
+    const KVCacheShape& kv_shape() const { return runner_->kv_shape(); }
+    void read_kv_blocks(std::span<const int32_t> blocks, int32_t layer, void* k, void* v) const {
+        runner_->read_kv_blocks(blocks, layer, k, v);
+    }
+    void write_kv_blocks(std::span<const int32_t> blocks, int32_t layer, const void* k, const void* v) {
+        runner_->write_kv_blocks(blocks, layer, k, v);
+    }
+
     // Every step's plan as one JSON line (for the book's scheduling figure).
     void set_trace(std::ostream* trace) { trace_ = trace; }
     // Called in step() once the step is scheduled, before the model runs: the
@@ -132,12 +176,14 @@ private:
     void start_step(const SchedulerOutput& s);
     void commit_computed(const SchedulerOutput& s);
     void write_trace(const SchedulerOutput& s, const StepPlan& plan);
+    void attach_received_kv(Sequence& seq, const std::string& id);
 
     const Model& model_;
     const Tokenizer& tokenizer_;
     std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;  // grammar_vocabulary()
     EngineConfig config_;
     std::unique_ptr<BlockManager> blocks_;
+    std::unique_ptr<ParkedKVTable> parked_;
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<ModelRunner> runner_;
     std::unique_ptr<PlanBuilder> planner_;
@@ -152,6 +198,8 @@ private:
     int64_t arrivals_ = 0;
     int64_t steps_ = 0;
     int64_t prompt_tokens_ = 0;
+    int64_t prefill_computed_ = 0;
+    int64_t kv_received_unused_ = 0;
     std::ostream* trace_ = nullptr;
     std::function<void()> on_scheduled_;
 };

@@ -5,13 +5,16 @@
 namespace minfer {
 
 OutputProcessor::OutputProcessor(const Tokenizer& tokenizer, Scheduler& scheduler, BlockManager& blocks,
-                                 std::vector<int32_t> eos_ids, Limits limits, int64_t& next_sequence_id)
+                                 std::vector<int32_t> eos_ids, Limits limits, int64_t& next_sequence_id,
+                                 ParkedKVTable& parked, double park_seconds)
     : tokenizer_(tokenizer),
       scheduler_(scheduler),
       blocks_(blocks),
       eos_ids_(std::move(eos_ids)),
       limits_(limits),
-      next_sequence_id_(next_sequence_id) {}
+      next_sequence_id_(next_sequence_id),
+      parked_(parked),
+      park_seconds_(park_seconds) {}
 
 void OutputProcessor::moved(Request& r) {
     if (std::find(moved_.begin(), moved_.end(), &r) == moved_.end()) moved_.push_back(&r);
@@ -79,8 +82,22 @@ Sequence& OutputProcessor::fork(Sequence& first, int32_t sample_index) {
 void OutputProcessor::finish(Sequence& seq, const std::string& reason) {
     if (reason == "length") seq.out.text += seq.out.detokenizer->flush();
     seq.out.finish_reason = reason;
+    if (reason != "abort" && seq.sample_index == 0 && !seq.request->options.kv_send_id.empty()) park_prompt(seq);
     scheduler_.remove(&seq);
     seq.status = SequenceStatus::Finished;
+}
+
+// A prefill instance's request has its first token: the prompt's blocks (all
+// computed) wait for the KV sender instead of going back to the pool.
+void OutputProcessor::park_prompt(Sequence& seq) {
+    if (seq.num_computed < seq.num_prompt_tokens) return;
+    ParkedKV kv;
+    kv.tokens.assign(seq.tokens.begin(), seq.tokens.begin() + seq.num_prompt_tokens);
+    blocks_.truncate(seq.blocks, seq.num_prompt_tokens);
+    kv.blocks = std::move(seq.blocks);
+    seq.blocks = {};
+    kv.expires = steady_seconds() + park_seconds_;
+    parked_.park(seq.request->options.kv_send_id, std::move(kv));
 }
 
 // A new token for `seq`: logprobs, text, and every stop condition.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/core/plan_builder.h"
+#include "engine/core/parked_kv.h"
 #include "engine/core/sequence.h"
 #include "engine/spec/spec_stats.h"
 #include "engine/text/tokenizer.h"
@@ -61,13 +62,17 @@ public:
         int32_t max_model_len = 0;
     };
     // next_sequence_id: the engine's counter, which forks draw from.
+    // parked, park_seconds: where a finished request with a kv_send_id leaves
+    // its prompt's blocks for the KV sender, and for how long at most.
     OutputProcessor(const Tokenizer& tokenizer, Scheduler& scheduler, BlockManager& blocks,
-                    std::vector<int32_t> eos_ids, Limits limits, int64_t& next_sequence_id);
+                    std::vector<int32_t> eos_ids, Limits limits, int64_t& next_sequence_id, ParkedKVTable& parked,
+                    double park_seconds);
 
     // A step is done: `sampled` has one id per sample of `in`, `logits` the raw
     // logits of every use when in.needs_logits.
     void process(const StepInputs& in, std::span<const int32_t> sampled, std::span<const float> logits);
-    // Ends a sequence ("stop", "length", "abort"): it leaves the scheduler, its blocks go back.
+    // Ends a sequence ("stop", "length", "abort"): it leaves the scheduler, its
+    // blocks go back (or, for a prefill instance's request, are parked).
     void finish(Sequence& seq, const std::string& reason);
     // `r` has news for its caller at the next collect().
     void moved(Request& r);
@@ -83,6 +88,7 @@ private:
     void append_verified(Sequence& seq, std::span<const int32_t> sampled, size_t first,
                          const std::function<const float*(size_t)>& logits_of);
     Sequence& fork(Sequence& first, int32_t sample_index);
+    void park_prompt(Sequence& seq);
     RequestOutput news_of(Request& r);
 
     const Tokenizer& tokenizer_;
@@ -91,6 +97,8 @@ private:
     std::vector<int32_t> eos_ids_;
     Limits limits_;
     int64_t& next_sequence_id_;
+    ParkedKVTable& parked_;
+    double park_seconds_;
     std::vector<Request*> moved_;
     int64_t generation_tokens_ = 0;
     SpecDecodeStats spec_stats_;

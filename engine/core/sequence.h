@@ -40,6 +40,12 @@ struct GenerationOptions {
     // With triggers the grammar is lazy: the text is free until one comes
     // (tool_choice "auto": a tool call is constrained once the model starts one).
     std::vector<grammar::GrammarTrigger> grammar_triggers;
+    // Disaggregation (engine/core/parked_kv.h). A prefill instance parks the
+    // prompt's KV blocks under kv_send_id when the request ends (for the KV
+    // sender to ship); a decode instance starts the request from the blocks
+    // received under kv_receive_id, computing only the prompt's last token.
+    std::string kv_send_id;
+    std::string kv_receive_id;
 };
 
 // The log-probability of one generated (or prompt) token and the top ones.

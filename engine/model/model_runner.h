@@ -112,6 +112,14 @@ public:
     std::vector<float> logits() const;
     ParallelStats parallel_stats() const;
 
+    // Disaggregation's KV transfer: the K and V of whole blocks of one layer,
+    // copied out to (or in from) host memory, blocks one after another in the
+    // order given (bytes_per_block() each). Between steps only. A tensor-
+    // parallel runner holds only its ranks' heads: a transfer needs a world of one.
+    const KVCacheShape& kv_shape() const { return cache_.shape; }
+    void read_kv_blocks(std::span<const int32_t> blocks, int32_t layer, void* k_out, void* v_out) const;
+    void write_kv_blocks(std::span<const int32_t> blocks, int32_t layer, const void* k_in, const void* v_in);
+
 private:
     // forward() once the plan is checked (and sent to the other ranks).
     void forward_step(const StepPlan& plan);

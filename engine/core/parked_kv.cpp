@@ -1,0 +1,51 @@
+#include "engine/core/parked_kv.h"
+
+namespace minfer {
+
+void ParkedKVTable::park(const std::string& id, ParkedKV kv) {
+    release(id);
+    entries_.emplace(id, std::move(kv));
+}
+
+ParkedKV* ParkedKVTable::find(const std::string& id) {
+    auto it = entries_.find(id);
+    return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::optional<ParkedKV> ParkedKVTable::take(const std::string& id) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return std::nullopt;
+    ParkedKV kv = std::move(it->second);
+    entries_.erase(it);
+    return kv;
+}
+
+void ParkedKVTable::release(const std::string& id) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    blocks_.free(it->second.blocks);
+    entries_.erase(it);
+}
+
+int32_t ParkedKVTable::expire(double now) {
+    int32_t n = 0;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->second.expires > now) {
+            ++it;
+            continue;
+        }
+        blocks_.free(it->second.blocks);
+        it = entries_.erase(it);
+        ++n;
+    }
+    expired_ += n;
+    return n;
+}
+
+int64_t ParkedKVTable::num_blocks() const {
+    int64_t n = 0;
+    for (const auto& [id, kv] : entries_) n += int64_t(kv.blocks.blocks.size());
+    return n;
+}
+
+}  // namespace minfer
