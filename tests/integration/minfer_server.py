@@ -59,11 +59,12 @@ class ListeningProcess:
         self.stop()
 
 
-class Server(ListeningProcess):
-    def __init__(self, *args, model=None, env=None):
-        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
-               *map(str, args)]
-        super().__init__(cmd, env, what="minfer serve")
+class Client:
+    """HTTP to a minfer server at host:port (one this test started, or one mpirun did)."""
+
+    def __init__(self, base_url):
+        m = re.fullmatch(r"http://([\d.]+):(\d+)", base_url)
+        self.host, self.port, self.base_url = m.group(1), int(m.group(2)), base_url
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         """(status, headers dict, body bytes)"""
@@ -112,3 +113,10 @@ class Server(ListeningProcess):
                 return m
             time.sleep(0.1)
         raise AssertionError(f"the server did not go idle: {self.metrics()}")
+
+
+class Server(ListeningProcess, Client):
+    def __init__(self, *args, model=None, env=None):
+        cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
+               *map(str, args)]
+        ListeningProcess.__init__(self, cmd, env, what="minfer serve")

@@ -39,6 +39,13 @@ def assert_clean_failure(proc, *needles):
     (["bench", "latency", "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be auto, float32 or bfloat16"),
     (["bench", "latency", "--output-len", "8", "--profile-steps", "8"], "--profile-steps must be in 0..7"),
     (["bench", "latency", "--profile-steps=-1"], "--profile-steps must be in"),
+    (["serve", "--kv-role", "router"], "--kv-role must be prefill, decode or both"),
+    (["serve", "--kv-transfer-port", "9000"], "--kv-transfer-port needs --kv-role"),
+    (["serve", "--kv-role", "decode"], "a decode instance receives KV over TCP (--kv-transfer-port) or MPI"),
+    (["serve", "--kv-role", "prefill", "--kv-transfer-port", "0"], "a prefill instance receives no KV"),
+    (["serve", "--kv-role", "decode", "--kv-transfer-port", "70000"], "--kv-transfer-port must be in 0..65535"),
+    (["serve", "--kv-role", "decode", "--kv-transfer-port", "0", "--kv-transfer-timeout", "0"], "--kv-transfer-timeout must be in"),
+    (["serve", "--kv-role", "both", "-tp", "2"], "--kv-role runs each instance whole: -tp must be 1"),
 ])
 def test_bad_flags(args, needle):
     assert_clean_failure(run_minfer(*args, check=False), needle)
