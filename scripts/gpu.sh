@@ -312,6 +312,9 @@ if ((DO_REAL)); then
 fi
 if ((DO_SERVE)); then
   run_phase serve env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" python3 -m pytest -q tests/integration/test_server.py
+  # Prefill and decode instances sharing the GPU: KV blocks copied out of and into device memory.
+  run_phase disagg env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 python3 -m pytest -q tests/integration/test_disaggregation.py
 fi
 # Every workload of the D2 and D3 tables (scripts/bench_table.py).
 BENCH_TABLE_MODELS="llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:64"

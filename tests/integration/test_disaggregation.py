@@ -18,6 +18,8 @@ from minfer_server import DEVICE, Client, Server, minfer_bin
 
 MPIRUN = shutil.which("mpirun")
 ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# scripts/gpu.sh runs this file on one GPU: two instances share it.
+SHARE = ["--gpu-memory-utilization", "0.3"] if DEVICE == "cuda" else []
 PROMPT = "Once upon a time, there was a little girl named Lily who loved to play outside in the sun"
 
 
@@ -29,8 +31,8 @@ def prefill_body(address, transfer_id, **extra):
 
 @pytest.fixture(scope="module")
 def pair():
-    with Server("--kv-role", "decode", "--kv-transfer-port", "0", "--threads", "1") as d, \
-            Server("--kv-role", "prefill", "--threads", "1") as p:
+    with Server("--kv-role", "decode", "--kv-transfer-port", "0", "--threads", "1", *SHARE) as d, \
+            Server("--kv-role", "prefill", "--threads", "1", *SHARE) as p:
         yield p, d
 
 
@@ -102,8 +104,8 @@ def test_an_unreachable_decode_instance_is_a_502_and_frees_the_prompt(pair):
 
 
 def test_received_kv_that_nobody_claims_expires():
-    with Server("--kv-role", "decode", "--kv-transfer-port", "0", "--kv-transfer-timeout", "1") as d, \
-            Server("--kv-role", "prefill") as p:
+    with Server("--kv-role", "decode", "--kv-transfer-port", "0", "--kv-transfer-timeout", "1", *SHARE) as d, \
+            Server("--kv-role", "prefill", *SHARE) as p:
         _, info = d.json("GET", "/v1/kv_transfer")
         status, _ = p.json("POST", "/v1/completions", prefill_body(info["address"], "orphan"))
         assert status == 200
@@ -131,7 +133,7 @@ class MpiPair:
     """A prefill and a decode instance that one mpirun starts (ranks 0 and 1)."""
 
     def __init__(self, *extra):
-        serve = [minfer_bin(), "serve", "--port", "0", "--device", DEVICE, "--threads", "1", *extra]
+        serve = [minfer_bin(), "serve", "--port", "0", "--device", DEVICE, "--threads", "1", *SHARE, *extra]
         cmd = [MPIRUN, "-np", "1", *serve, "--kv-role", "prefill", ":", "-np", "1", *serve, "--kv-role", "decode"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **ENV})
