@@ -81,6 +81,8 @@ asio::awaitable<UpstreamAnswer> UpstreamClient::request(http::verb method, std::
                 }
                 co_await conn->async_connect(endpoints_, use_awaitable);
                 conn->socket().set_option(tcp::no_delay(true));  // small requests and SSE events, sent at once
+                // An abort while resolving or connecting closed no socket yet.
+                if (abort && abort->fired) throw boost::system::system_error(asio::error::operation_aborted);
             }
             phase = "send";
             co_await http::async_write(*conn, req, use_awaitable);
