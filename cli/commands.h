@@ -16,6 +16,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_router(int argc, char** argv);  // minfer router: prefill/decode disaggregation proxy (cmd_router.cpp)
 int cmd_book(int argc, char** argv);  // minfer book serve|build (cmd_book.cpp)
 
 // Path of the bundled model, the default of every command that takes one.

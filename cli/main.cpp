@@ -20,6 +20,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"serve", minfer::cli::cmd_serve, "the OpenAI-compatible HTTP server"},
+    {"router", minfer::cli::cmd_router, "OpenAI-compatible proxy for prefill/decode disaggregation"},
     {"run", minfer::cli::cmd_run, "generate text from a prompt"},
     {"generate", minfer::cli::cmd_generate, "offline batch inference over a JSONL file of requests"},
     {"perplexity", minfer::cli::cmd_perplexity, "score a model on a text file (llama-perplexity's method)"},
