@@ -23,6 +23,7 @@ std::mutex& mpi_lock() {
 constexpr int kHelloTag = 0;
 constexpr auto kNap = std::chrono::microseconds(200);
 
+// Its first call takes mpi_lock(): never call it first with the lock held.
 MPI_Comm kv_comm() {
     static const MPI_Comm comm = [] {
         std::lock_guard lock(mpi_lock());
@@ -54,7 +55,9 @@ void wait_polled(MPI_Request& request, std::chrono::milliseconds timeout, const 
 
 class MpiChannel final : public KVChannel {
 public:
-    MpiChannel(int32_t peer, int tag, std::chrono::milliseconds timeout) : peer_(peer), tag_(tag), timeout_(timeout) {}
+    MpiChannel(int32_t peer, int tag, std::chrono::milliseconds timeout) : peer_(peer), tag_(tag), timeout_(timeout) {
+        (void)kv_comm();  // initialised before any call below takes the lock
+    }
 
     void send(std::span<const std::byte> message) override {
         if (message.size() > size_t(INT_MAX)) throw KVTransferError("a KV transfer message over 2 GiB");
@@ -104,11 +107,12 @@ public:
 std::unique_ptr<KVChannel> mpi_connect(int32_t peer, std::chrono::milliseconds timeout) {
     static std::atomic<int> next_tag{1};
     int size = 0, rank = 0, *tag_ub = nullptr, has_ub = 0;
+    const MPI_Comm comm = kv_comm();  // first use: it takes the lock itself
     {
         std::lock_guard lock(mpi_lock());
-        MPI_Comm_size(kv_comm(), &size);
-        MPI_Comm_rank(kv_comm(), &rank);
-        MPI_Comm_get_attr(kv_comm(), MPI_TAG_UB, &tag_ub, &has_ub);
+        MPI_Comm_size(comm, &size);
+        MPI_Comm_rank(comm, &rank);
+        MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_ub);
     }
     if (peer < 0 || peer >= size || peer == rank)
         throw KVTransferError("mpi://" + std::to_string(peer) + " is not another rank of this job of " +

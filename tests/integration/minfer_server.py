@@ -120,3 +120,32 @@ class Server(ListeningProcess, Client):
         cmd = [minfer_bin(), "serve", *( [str(model)] if model else [] ), "--port", "0", "--device", DEVICE,
                *map(str, args)]
         ListeningProcess.__init__(self, cmd, env, what="minfer serve")
+
+
+class Router(ListeningProcess, Client):
+    """`minfer router` over the instances' base URLs, health-checking them every
+    `health_interval` seconds (instances come back within a few tenths)."""
+
+    def __init__(self, prefill, decode, *args, health_interval="0.2"):
+        cmd = [minfer_bin(), "router", "--port", "0", "--health-interval", health_interval,
+               "--prefill", *prefill, "--decode", *decode, *map(str, args)]
+        ListeningProcess.__init__(self, cmd, what="minfer router")
+
+    def samples(self):
+        """Every sample of /metrics by its full name, labels included."""
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def up(self, role, url):
+        return self.samples()[f'minfer:router_instance_up{{role="{role}",url="{url}"}}']
+
+    def complete(self, **extra):
+        status, body = self.json("POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 3, **extra})
+        assert status == 200, body
+        return body

@@ -1,10 +1,12 @@
 """Prefill/decode disaggregation through real servers on the CPU: a prefill
 instance (`serve --kv-role prefill`) computes each prompt and ships its KV
 blocks to a decode instance (`--kv-role decode`), over TCP between separately
-launched servers and over MPI between instances mpirun starts together.
+launched servers and over MPI between instances mpirun starts together; behind
+`minfer router`, 64 mixed requests give exactly what one instance gives.
 Bad parameters get a 400, an unreachable decode instance a 502, and no KV
 block is left held on either side. (tests/unit/test_disaggregation.cpp checks
 the engines and the wire below HTTP; test_router.py the router alone.)"""
+import json
 import os
 import re
 import shutil
@@ -14,7 +16,9 @@ import time
 
 import pytest
 
-from minfer_server import DEVICE, Client, Server, minfer_bin
+from concurrent.futures import ThreadPoolExecutor
+
+from minfer_server import DEVICE, Client, Router, Server, minfer_bin
 
 MPIRUN = shutil.which("mpirun")
 ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
@@ -194,3 +198,86 @@ def test_instances_started_by_one_mpirun_move_kv_over_mpi():
         # SIGTERM to mpirun reaches both instances, which finish and exit (mpirun itself says 1: it was signalled).
         job.stop()
         assert sum("stopped" in line for line in job.log) == 2, job.log
+
+
+def mixed_requests():
+    """64 (path, body) pairs: completions and chat, streamed and whole, greedy and seeded
+    sampling, several lengths, n = 2, logprobs, stop strings, a shared long prefix."""
+    words = ["Once upon a time", "The little dog", "Lily wanted", "One day, a bird", "Tom and Sue", "The sun"]
+    shared = "Once upon a time there was a little girl named Lily who loved to play in the park with her dog. "
+    out = []
+    for i in range(64):
+        prompt = (shared if i % 7 == 0 else "") + words[i % len(words)] + " " * (i % 3)
+        body = {"max_tokens": 8 + (i * 7) % 40, "temperature": 0}
+        if i % 4 == 0:
+            body.update(temperature=0.8, seed=i, top_p=0.9)
+        if i % 5 == 0:
+            body["logprobs"] = 3
+        if i % 9 == 0:
+            body.update(n=2, temperature=0.7, seed=100 + i)
+        if i % 11 == 0:
+            body["stop"] = ["."]
+        if i % 3 == 1:
+            body["messages"] = [{"role": "user", "content": prompt}]
+            body.pop("logprobs", None)
+            path = "/v1/chat/completions"
+        else:
+            body["prompt"] = prompt
+            path = "/v1/completions"
+        if i % 6 == 2:
+            body["stream"] = True
+        out.append((path, body))
+    return out
+
+
+def answer(client, path, body):
+    """What a request produced, without ids and times: each choice's text (or
+    streamed deltas joined), finish reason and logprobs."""
+    if body.get("stream"):
+        events = client.stream(path, body)
+        assert events[-1] == "[DONE]"
+        texts, reasons = {}, {}
+        for e in events[:-1]:
+            for c in e["choices"]:
+                piece = c.get("text") if "text" in c else (c.get("delta") or {}).get("content")
+                texts[c["index"]] = texts.get(c["index"], "") + (piece or "")
+                if c.get("finish_reason"):
+                    reasons[c["index"]] = c["finish_reason"]
+        return sorted((i, texts[i], reasons.get(i)) for i in texts)
+    status, data = client.json("POST", path, body)
+    assert status == 200, data
+    return sorted((c["index"], c.get("text") or c["message"]["content"], c["finish_reason"],
+                   json.dumps(c.get("logprobs"), sort_keys=True)) for c in data["choices"])
+
+
+def assert_like_one_instance(router, single, prefill, decode):
+    requests = mixed_requests()
+    with ThreadPoolExecutor(16) as pool:
+        split = list(pool.map(lambda pb: answer(router, *pb), requests))
+    alone = [answer(single, *pb) for pb in requests]
+    for i, (a, b) in enumerate(zip(split, alone)):
+        assert a == b, (i, requests[i])
+    # The decode instance computed one prompt token a request (the last, for its logits), the
+    # prefill instance the rest; every block is back in its pool, nothing parked on either side.
+    m = decode.wait_idle()
+    assert m["minfer:prefill_computed_tokens_total"] == len(requests)
+    assert m["minfer:kv_parked_blocks"] == 0 and m["minfer:kv_received_unused_total"] == 0
+    assert m["minfer:kv_transfer_received_blocks_total"] > 0
+    mp = prefill.wait_idle()
+    assert mp["minfer:kv_parked_blocks"] == 0 and mp["minfer:kv_transfer_seconds_count"] == len(requests)
+    assert mp["minfer:kv_transfer_reused_blocks_total"] > 0  # the shared prefix went once
+
+
+def test_64_mixed_requests_through_the_router_over_tcp_equal_one_instance():
+    with Server("--kv-role", "decode", "--kv-transfer-port", "0", "--threads", "1", *SHARE) as d, \
+            Server("--kv-role", "prefill", "--threads", "1", *SHARE) as p, \
+            Server("--threads", "1", *SHARE) as single, Router([p.base_url], [d.base_url]) as r:
+        assert_like_one_instance(r, single, p, d)
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="no mpirun (scripts/setup.sh installs Open MPI)")
+def test_64_mixed_requests_through_the_router_over_mpi_equal_one_instance():
+    with MpiPair() as job, Server("--threads", "1", *SHARE) as single:
+        p, d = Client(job.urls["prefill"]), Client(job.urls["decode"])
+        with Router([p.base_url], [d.base_url]) as r:
+            assert_like_one_instance(r, single, p, d)
