@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <cstring>
 
 namespace minfer {
 
@@ -57,6 +58,7 @@ KVTransfer::KVTransfer(EngineThread& engine, const KVTransferOptions& options) :
     engine_.call([&](LLMEngine& e) {
         const KVCacheShape& s = e.kv_shape();
         layout_ = {s.n_layers, s.n_kv_heads, s.head_dim, s.block_size, kv_dtype_name(s.dtype), s.bytes_per_block()};
+        staged_ = e.staged_kv();
     });
     if (options_.receive && options_.tcp_port >= 0) {
         tcp_ = std::make_unique<TcpKVListener>(options_.listen_host, uint16_t(options_.tcp_port), options_.timeout);
@@ -113,6 +115,14 @@ void KVTransfer::finished(bool ok, double seconds) {
     ++stats_.seconds_count;
 }
 
+json::object KVTransfer::layout_json() const {
+    return {{"n_layers", layout_.n_layers},
+            {"n_kv_heads", layout_.n_kv_heads},
+            {"head_dim", layout_.head_dim},
+            {"block_size", layout_.block_size},
+            {"dtype", layout_.dtype}};
+}
+
 // ---- the sender
 
 KVSendReport KVTransfer::send(const std::string& id, const std::string& address_text) {
@@ -123,51 +133,38 @@ KVSendReport KVTransfer::send(const std::string& id, const std::string& address_
     }
     KVSendReport report;
     try {
+        // Taken whatever happens next: a failed send drops it.
+        const std::optional<StagedKV> kv = staged_->take(id);
+        if (!kv) throw KVTransferError(fmt::format("no prompt staged under KV transfer id {}", id));
         const KVAddress to = parse_kv_address(address_text);
         if (to.kind == KVAddress::Mpi && !options_.mpi)
             throw KVTransferError(fmt::format("{}: this instance was not started by mpirun", address_text));
-        const std::optional<LLMEngine::OutgoingKV> kv = engine_.call([&](LLMEngine& e) { return e.outgoing_kv(id); });
-        if (!kv) throw KVTransferError(fmt::format("no prompt parked under KV transfer id {}", id));
         std::unique_ptr<KVChannel> channel = to.kind == KVAddress::Mpi
                                                  ? mpi_connect(to.rank, options_.timeout)
                                                  : tcp_connect(to.host, to.port, options_.timeout);
         const json::object header{{"transfer_id", id},
-                                  {"layout",
-                                   {{"n_layers", layout_.n_layers},
-                                    {"n_kv_heads", layout_.n_kv_heads},
-                                    {"head_dim", layout_.head_dim},
-                                    {"block_size", layout_.block_size},
-                                    {"dtype", layout_.dtype}}},
+                                  {"layout", layout_json()},
                                   {"tokens", json::value_from(kv->tokens)},
                                   {"hashes", json::value_from(kv->hashes)}};
         channel->send(to_bytes(header));
         const json::object reply = expect_ok(*channel);
         const json::value* have_v = reply.if_contains("have");
         const int64_t have = have_v && have_v->is_int64() ? have_v->get_int64() : -1;
-        if (have < 0 || have > int64_t(kv->blocks.size())) throw KVTransferError("a KV transfer reply with a bad 'have'");
-        // Copy the blocks out in one engine call, and free them: the bytes go without the engine.
-        const std::span<const int32_t> blocks = std::span(kv->blocks).subspan(size_t(have));
-        const size_t half = blocks.size() * layout_.bytes_per_block;
-        std::vector<std::byte> staging(size_t(layout_.n_layers) * 2 * half);
-        engine_.call([&](LLMEngine& e) {
-            for (int32_t l = 0; l < layout_.n_layers; ++l) {
-                std::byte* at = staging.data() + size_t(l) * 2 * half;
-                e.read_kv_blocks(blocks, l, at, at + half);
-            }
-            e.release_parked_kv(id);
-        });
-        for (int32_t l = 0; l < layout_.n_layers; ++l)
-            channel->send(std::span(staging).subspan(size_t(l) * 2 * half, 2 * half));
+        if (have < 0 || have > kv->num_blocks) throw KVTransferError("a KV transfer reply with a bad 'have'");
+        // One message a layer: K of the blocks the receiver lacks, then their V.
+        const size_t half = size_t(kv->num_blocks - have) * kv->bytes_per_block;
+        std::vector<std::byte> layer(2 * half);
+        for (int32_t l = 0; l < layout_.n_layers; ++l) {
+            std::memcpy(layer.data(), kv->k(l, int32_t(have)), half);
+            std::memcpy(layer.data() + half, kv->v(l, int32_t(have)), half);
+            channel->send(layer);
+        }
         expect_ok(*channel);
-        report.blocks_sent = int32_t(blocks.size());
+        report.blocks_sent = int32_t(kv->num_blocks - have);
         report.blocks_reused = int32_t(have);
-        report.bytes = int64_t(staging.size());
+        report.bytes = int64_t(layer.size()) * layout_.n_layers;
         report.seconds = std::chrono::duration<double>(Clock::now() - began).count();
     } catch (...) {
-        try {
-            engine_.call([&](LLMEngine& e) { e.release_parked_kv(id); });
-        } catch (const std::exception&) {  // the engine is stopping: its blocks go with it
-        }
         finished(false, 0);
         throw;
     }
@@ -224,23 +221,18 @@ void KVTransfer::receive(KVChannel& channel) {
             throw KVTransferError("a KV transfer header without 'transfer_id'");
         id = std::string(id_v->get_string());
         const json::value* lay = header.if_contains("layout");
-        const json::object mine{{"n_layers", layout_.n_layers},
-                                {"n_kv_heads", layout_.n_kv_heads},
-                                {"head_dim", layout_.head_dim},
-                                {"block_size", layout_.block_size},
-                                {"dtype", layout_.dtype}};
+        const json::object mine = layout_json();
         if (!lay || !lay->is_object() || lay->as_object() != mine)
             throw KVTransferError(fmt::format("the sender's KV layout {} differs from this instance's {}: both "
                                               "sides need the same model, block size and KV dtype",
                                               lay ? json::serialize(*lay) : "(none)", json::serialize(mine)));
         std::vector<int32_t> tokens = number_array<int32_t>(header, "tokens");
         const std::vector<uint64_t> hashes = number_array<uint64_t>(header, "hashes");
-        const int32_t have =
+        const LLMEngine::IncomingKV in =
             engine_.call([&](LLMEngine& e) { return e.begin_incoming_kv(id, std::move(tokens), hashes); });
         parked = true;
-        const std::vector<int32_t> all = engine_.call([&](LLMEngine& e) { return e.incoming_blocks(id); });
-        channel.send(to_bytes(json::object{{"ok", true}, {"have", have}}));
-        const std::span<const int32_t> blocks = std::span(all).subspan(size_t(have));
+        channel.send(to_bytes(json::object{{"ok", true}, {"have", in.have}}));
+        const std::span<const int32_t> blocks = std::span(in.blocks).subspan(size_t(in.have));
         const size_t half = blocks.size() * layout_.bytes_per_block;
         std::vector<std::vector<std::byte>> layers;
         for (int32_t l = 0; l < layout_.n_layers; ++l) {

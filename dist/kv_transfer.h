@@ -14,9 +14,9 @@
 //   layer L-1                           ->
 //                                       <-   {ok}            (parked for the request)
 //
-// The sender's blocks were parked by the engine when the request took its
-// first token (engine/core/parked_kv.h); they are copied out in one engine
-// call and freed before the bytes go. The receiver allocates room before any
+// The sender's K/V were copied to host memory by the engine in the step that
+// sampled the request's first token (engine/core/parked_kv.h's StagedKV), so
+// sending waits for no engine step. The receiver allocates room before any
 // byte comes (a full pool answers no at once), and parks the blocks under the
 // transfer id until the request that names it arrives or the entry expires.
 #pragma once
@@ -31,6 +31,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <boost/json/object.hpp>
 
 #include "dist/kv_channel.h"
 #include "engine/core/engine_thread.h"
@@ -89,8 +91,8 @@ public:
     std::string address() const;
     int32_t block_size() const { return layout_.block_size; }
 
-    // Ships the blocks the engine parked under transfer_id to the receiver at
-    // `address` (parse_kv_address) and frees them, sent or not. Blocking: call
+    // Ships the prompt the engine staged under transfer_id to the receiver at
+    // `address` (parse_kv_address) and drops it, sent or not. Blocking: call
     // it off the I/O thread. Throws KVTransferError.
     KVSendReport send(const std::string& transfer_id, const std::string& address);
 
@@ -104,6 +106,7 @@ private:
         std::string dtype;
         size_t bytes_per_block = 0;
     };
+    boost::json::object layout_json() const;
     void listen(std::function<std::unique_ptr<KVChannel>()> accept);
     void receive(KVChannel& channel);
     void finished(bool ok, double seconds);
@@ -111,6 +114,7 @@ private:
     EngineThread& engine_;
     KVTransferOptions options_;
     Layout layout_;
+    std::shared_ptr<StagedKVStore> staged_;  // the engine's: what send() takes
     std::unique_ptr<TcpKVListener> tcp_;
     std::unique_ptr<MpiKVListener> mpi_;
     std::vector<std::thread> listeners_;

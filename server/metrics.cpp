@@ -73,6 +73,8 @@ std::string ServerMetrics::render(const EngineStats& st, const std::string& mode
            double(st.prefill_computed_tokens));
     metric("kv_parked_blocks", "gauge", "KV blocks held for KV transfers (a prefill's to send, a decode's received).",
            double(st.kv_parked_blocks));
+    metric("kv_staged_bytes", "gauge", "K/V bytes a prefill instance holds in host memory for KV transfers.",
+           double(st.kv_staged_bytes));
     metric("kv_parked_expired_total", "counter", "KV transfers whose blocks expired unsent or unclaimed.",
            double(st.kv_parked_expired));
     metric("kv_received_unused_total", "counter",

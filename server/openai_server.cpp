@@ -563,13 +563,8 @@ awaitable<void> OpenAIServer::completions(const HttpRequest& req, HttpResponder&
         const bool sent = co_await res.send_chunk(done);
         if (sent) co_await res.end_stream();
     } else if (kv_params && kv_params->do_remote_decode) {
-        if (client_gone) {  // nobody will ask the decode instance: free the parked blocks
-            asio::post(kv_pool_, [engine = engine_.get(), id = kv_params->transfer_id] {
-                try {
-                    engine->call([&](LLMEngine& e) { e.release_parked_kv(id); });
-                } catch (const std::exception&) {
-                }
-            });
+        if (client_gone) {  // nobody will ask the decode instance: drop the staged prompt
+            llm_.staged_kv()->take(kv_params->transfer_id);
             co_return;
         }
         const std::variant<KVSendReport, std::string> sent = co_await send_kv(*kv_params);

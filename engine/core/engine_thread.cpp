@@ -39,8 +39,14 @@ void EngineThread::abort(uint64_t request_id) {
 }
 
 EngineStats EngineThread::stats() const {
-    std::lock_guard lock(mutex_);
-    return stats_;
+    EngineStats st;
+    {
+        std::lock_guard lock(mutex_);
+        st = stats_;
+    }
+    // The KV sender takes staged prompts between steps: read the store itself (thread-safe).
+    st.kv_staged_bytes = engine_.staged_kv()->bytes();
+    return st;
 }
 
 double EngineThread::seconds_in_step() const {

@@ -266,6 +266,7 @@ std::vector<RequestOutput> LLMEngine::step() {
 
         commit_computed(scheduled);
         outputs_->process(in, sampled, logits);
+        stage_outgoing_kv();
         pacer_->observe(scheduled.num_tokens, now_seconds() - began);
     }
     return outputs_->collect(requests_);
@@ -342,7 +343,8 @@ EngineStats LLMEngine::stats() const {
     st.generation_tokens = outputs_->generation_tokens();
     st.prefill_computed_tokens = prefill_computed_;
     st.kv_parked_blocks = parked_->num_blocks();
-    st.kv_parked_expired = parked_->num_expired();
+    st.kv_parked_expired = parked_->num_expired() + staged_->num_expired();
+    st.kv_staged_bytes = staged_->bytes();
     st.kv_received_unused = kv_received_unused_;
     st.device_idle_seconds = model_.backend().device_idle_seconds();
     st.spec_decode = outputs_->spec_stats();

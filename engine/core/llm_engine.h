@@ -87,6 +87,7 @@ struct EngineStats {
     int64_t prefill_computed_tokens = 0;
     int64_t kv_parked_blocks = 0;       // blocks held for KV transfers (parked_kv.h)
     int64_t kv_parked_expired = 0;      // transfers whose blocks expired unsent or unclaimed
+    int64_t kv_staged_bytes = 0;        // K/V copied out for the KV sender, not yet taken
     int64_t kv_received_unused = 0;     // requests whose received KV was missing or not usable
     double device_idle_seconds = 0;  // the device idle between consecutive steps, summed (GPU backends)
     SpecDecodeStats spec_decode;     // speculative decoding's drafts and acceptances
@@ -131,34 +132,28 @@ public:
     const std::map<std::string, double>& client_counters() const { return scheduler_->client_counters(); }
 
     // ---- Disaggregation (parked_kv.h): on the engine's thread, between steps.
-    // A prefill instance: the prompt parked under `id` by a finished request
-    // (its kv_send_id): tokens, the hash chain of its committed full blocks,
-    // and its blocks.
-    struct OutgoingKV {
-        std::vector<int32_t> tokens;
-        std::vector<uint64_t> hashes;
-        std::vector<int32_t> blocks;
-    };
-    std::optional<OutgoingKV> outgoing_kv(const std::string& id);
+    // A prefill instance: each request with a kv_send_id leaves its prompt's
+    // K/V here (host memory) when it ends; the KV sender takes them (any thread).
+    std::shared_ptr<StagedKVStore> staged_kv() const { return staged_; }
     // A decode instance: room for a prompt whose K/V will arrive under `id`.
     // `hashes` is the sender's chain, which must match this instance's. Borrows
     // the leading blocks already cached here and allocates the rest; returns
-    // how many blocks are already here (their K/V need not come). Throws
-    // RequestError if the chains differ or the pool has no room.
-    int32_t begin_incoming_kv(const std::string& id, std::vector<int32_t> tokens, std::span<const uint64_t> hashes);
-    std::vector<int32_t> incoming_blocks(const std::string& id);
+    // the blocks (all of them) and how many are already here (their K/V need
+    // not come). Throws RequestError if the chains differ or the pool has no room.
+    struct IncomingKV {
+        std::vector<int32_t> blocks;
+        int32_t have = 0;
+    };
+    IncomingKV begin_incoming_kv(const std::string& id, std::vector<int32_t> tokens, std::span<const uint64_t> hashes);
     // The K/V have arrived: full blocks join the prefix cache, and the entry
     // waits for the request that names it in kv_receive_id.
     void finish_incoming_kv(const std::string& id);
-    // Frees a parked entry (sent, or its transfer failed); unknown ids are ignored.
+    // Frees a parked entry (its transfer failed); unknown ids are ignored.
     void release_parked_kv(const std::string& id);
-    bool has_parked_kv() const { return parked_->size() > 0; }
-    // Frees parked entries whose time is up (every step does it too).
+    bool has_parked_kv() const { return parked_->size() > 0 || staged_->size() > 0; }
+    // Frees parked entries and staged prompts whose time is up (every step does it too).
     void expire_parked_kv();
     const KVCacheShape& kv_shape() const { return runner_->kv_shape(); }
-    void read_kv_blocks(std::span<const int32_t> blocks, int32_t layer, void* k, void* v) const {
-        runner_->read_kv_blocks(blocks, layer, k, v);
-    }
     void write_kv_blocks(std::span<const int32_t> blocks, int32_t layer, const void* k, const void* v) {
         runner_->write_kv_blocks(blocks, layer, k, v);
     }
@@ -177,6 +172,7 @@ private:
     void commit_computed(const SchedulerOutput& s);
     void write_trace(const SchedulerOutput& s, const StepPlan& plan);
     void attach_received_kv(Sequence& seq, const std::string& id);
+    void stage_outgoing_kv();
 
     const Model& model_;
     const Tokenizer& tokenizer_;
@@ -184,6 +180,7 @@ private:
     EngineConfig config_;
     std::unique_ptr<BlockManager> blocks_;
     std::unique_ptr<ParkedKVTable> parked_;
+    std::shared_ptr<StagedKVStore> staged_ = std::make_shared<StagedKVStore>();
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<ModelRunner> runner_;
     std::unique_ptr<PlanBuilder> planner_;

@@ -9,14 +9,29 @@
 
 namespace minfer {
 
-std::optional<LLMEngine::OutgoingKV> LLMEngine::outgoing_kv(const std::string& id) {
-    const ParkedKV* kv = parked_->find(id);
-    if (!kv || !kv->ready) return std::nullopt;
-    return OutgoingKV{kv->tokens, kv->blocks.hashes, kv->blocks.blocks};
+// A prefill instance's requests that took their first token in this step:
+// their prompts' K/V go to host memory for the KV sender, and their blocks
+// back to the pool (full ones stay in the prefix cache).
+void LLMEngine::stage_outgoing_kv() {
+    for (auto& [id, kv] : parked_->take_outgoing()) {
+        const KVCacheShape& shape = runner_->kv_shape();
+        StagedKV st;
+        st.tokens = std::move(kv.tokens);
+        st.hashes = kv.blocks.hashes;
+        st.num_blocks = int32_t(kv.blocks.blocks.size());
+        st.bytes_per_block = shape.bytes_per_block();
+        st.data.resize(size_t(shape.n_layers) * 2 * size_t(st.num_blocks) * st.bytes_per_block);
+        for (int32_t l = 0; l < shape.n_layers; ++l)
+            runner_->read_kv_blocks(kv.blocks.blocks, l, const_cast<std::byte*>(st.k(l, 0)),
+                                    const_cast<std::byte*>(st.v(l, 0)));
+        st.expires = kv.expires;
+        blocks_->free(kv.blocks);
+        staged_->put(id, std::move(st));
+    }
 }
 
-int32_t LLMEngine::begin_incoming_kv(const std::string& id, std::vector<int32_t> tokens,
-                                     std::span<const uint64_t> hashes) {
+LLMEngine::IncomingKV LLMEngine::begin_incoming_kv(const std::string& id, std::vector<int32_t> tokens,
+                                                   std::span<const uint64_t> hashes) {
     const int32_t len = int32_t(tokens.size()), bs = config_.block_size;
     if (tokens.empty()) throw RequestError("a KV transfer of an empty prompt");
     if (len >= config_.max_model_len)
@@ -47,14 +62,9 @@ int32_t LLMEngine::begin_incoming_kv(const std::string& id, std::vector<int32_t>
                                        (len + bs - 1) / bs - have / bs, blocks_->num_free_blocks()));
     }
     kv.tokens = std::move(tokens);
+    IncomingKV in{kv.blocks.blocks, have / bs};
     parked_->park(id, std::move(kv));
-    return have / bs;
-}
-
-std::vector<int32_t> LLMEngine::incoming_blocks(const std::string& id) {
-    const ParkedKV* kv = parked_->find(id);
-    if (!kv) throw RequestError(fmt::format("no KV transfer {} here (it expired?)", id));
-    return kv->blocks.blocks;
+    return in;
 }
 
 void LLMEngine::finish_incoming_kv(const std::string& id) {
@@ -70,7 +80,11 @@ void LLMEngine::finish_incoming_kv(const std::string& id) {
 
 void LLMEngine::release_parked_kv(const std::string& id) { parked_->release(id); }
 
-void LLMEngine::expire_parked_kv() { parked_->expire(steady_seconds()); }
+void LLMEngine::expire_parked_kv() {
+    const double now = steady_seconds();
+    parked_->expire(now);
+    staged_->expire(now);
+}
 
 // A decode instance's request: the prompt starts from the received blocks, and
 // only its last token is computed (the first step samples the first token

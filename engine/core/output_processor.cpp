@@ -96,6 +96,7 @@ void OutputProcessor::park_prompt(Sequence& seq) {
     blocks_.truncate(seq.blocks, seq.num_prompt_tokens);
     kv.blocks = std::move(seq.blocks);
     seq.blocks = {};
+    kv.outgoing = true;
     kv.expires = steady_seconds() + park_seconds_;
     parked_.park(seq.request->options.kv_send_id, std::move(kv));
 }

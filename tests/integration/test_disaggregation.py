@@ -69,7 +69,7 @@ def test_a_prompt_prefilled_there_is_decoded_here_exactly(pair):
     assert m["minfer:kv_received_unused_total"] == 0 and m["minfer:kv_parked_blocks"] == 0
     assert m["minfer:kv_transfer_received_blocks_total"] > 0
     mp = p.wait_idle()
-    assert mp["minfer:kv_parked_blocks"] == 0 and mp["minfer:kv_transfer_seconds_count"] >= 2
+    assert mp["minfer:kv_staged_bytes"] == 0 and mp["minfer:kv_transfer_seconds_count"] >= 2
 
 
 @pytest.mark.parametrize("params, needle", [
@@ -99,12 +99,12 @@ def test_roles_refuse_what_they_do_not_do(pair):
     assert status == 400 and "n = 1" in body["error"]["message"]
 
 
-def test_an_unreachable_decode_instance_is_a_502_and_frees_the_prompt(pair):
+def test_an_unreachable_decode_instance_is_a_502_and_drops_the_prompt(pair):
     p, _ = pair
     with socket_nobody_listens() as port:
         status, body = p.json("POST", "/v1/completions", prefill_body(f"tcp://127.0.0.1:{port}", "lost"))
     assert status == 502 and body["error"]["type"] == "kv_transfer_error", body
-    assert p.wait_idle()["minfer:kv_parked_blocks"] == 0
+    assert p.wait_idle()["minfer:kv_staged_bytes"] == 0
 
 
 def test_received_kv_that_nobody_claims_expires():
@@ -194,7 +194,7 @@ def test_instances_started_by_one_mpirun_move_kv_over_mpi():
         # Rank 0 is the prefill instance itself: not a peer to send to.
         status, body = p.json("POST", "/v1/completions", prefill_body("mpi://0", "m2"))
         assert status == 502 and "not another rank" in body["error"]["message"]
-        assert p.wait_idle()["minfer:kv_parked_blocks"] == 0
+        assert p.wait_idle()["minfer:kv_staged_bytes"] == 0
         # SIGTERM to mpirun reaches both instances, which finish and exit (mpirun itself says 1: it was signalled).
         job.stop()
         assert sum("stopped" in line for line in job.log) == 2, job.log
@@ -264,7 +264,7 @@ def assert_like_one_instance(router, single, prefill, decode):
     assert m["minfer:kv_parked_blocks"] == 0 and m["minfer:kv_received_unused_total"] == 0
     assert m["minfer:kv_transfer_received_blocks_total"] > 0
     mp = prefill.wait_idle()
-    assert mp["minfer:kv_parked_blocks"] == 0 and mp["minfer:kv_transfer_seconds_count"] == len(requests)
+    assert mp["minfer:kv_staged_bytes"] == 0 and mp["minfer:kv_transfer_seconds_count"] == len(requests)
     assert mp["minfer:kv_transfer_reused_blocks_total"] > 0  # the shared prefix went once
 
 

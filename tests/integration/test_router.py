@@ -141,10 +141,10 @@ def finished(instance):
 
 
 def assert_clean(*instances):
-    """Idle, and no KV block held or parked."""
+    """Idle, and no KV block held or parked, no KV staged."""
     for i in instances:
         m = i.wait_idle()
-        assert m["minfer:kv_parked_blocks"] == 0, i.base_url
+        assert m["minfer:kv_parked_blocks"] == 0 and m["minfer:kv_staged_bytes"] == 0, i.base_url
 
 
 def offline_greedy(prompt, n):

@@ -30,21 +30,15 @@ void prefill(LLMEngine& p, const Job& job, const std::string& id) {
 
 // What KVTransfer does over the wire, engine to engine: returns the blocks the decode engine already had.
 int32_t move_kv(LLMEngine& p, LLMEngine& d, const std::string& id) {
-    const auto out = p.outgoing_kv(id);
+    const std::optional<StagedKV> out = p.staged_kv()->take(id);
     REQUIRE(out);
-    const int32_t have = d.begin_incoming_kv(id, out->tokens, out->hashes);
-    const std::vector<int32_t> to = d.incoming_blocks(id);
-    REQUIRE(to.size() == out->blocks.size());
-    const size_t bytes = p.kv_shape().bytes_per_block();
-    std::vector<std::byte> k(bytes), v(bytes);
+    const LLMEngine::IncomingKV in = d.begin_incoming_kv(id, out->tokens, out->hashes);
+    REQUIRE(int32_t(in.blocks.size()) == out->num_blocks);
     for (int32_t l = 0; l < p.kv_shape().n_layers; ++l)
-        for (size_t b = size_t(have); b < to.size(); ++b) {
-            p.read_kv_blocks(std::span(&out->blocks[b], 1), l, k.data(), v.data());
-            d.write_kv_blocks(std::span(&to[b], 1), l, k.data(), v.data());
-        }
-    p.release_parked_kv(id);
+        for (int32_t b = in.have; b < out->num_blocks; ++b)
+            d.write_kv_blocks(std::span(&in.blocks[size_t(b)], 1), l, out->k(l, b), out->v(l, b));
     d.finish_incoming_kv(id);
-    return have;
+    return in.have;
 }
 
 // The jobs, each prefilled by `p` and its KV moved to `d`, then decoded together by `d`.
@@ -97,8 +91,9 @@ TEST_CASE("disaggregation: 64 mixed requests prefilled by one engine and decoded
         CHECK(reused > 0);  // the shared prefixes' blocks were not sent again
         // The decode engine ran one token of each prompt (the last, for its logits), no more.
         CHECK(d.stats().prefill_computed_tokens == int64_t(jobs.size()));
-        // Nothing is left parked or held on either side.
+        // Nothing is left parked, staged or held on either side.
         CHECK(p.stats().kv_parked_blocks == 0);
+        CHECK(p.stats().kv_staged_bytes == 0);
         CHECK(d.stats().kv_parked_blocks == 0);
         CHECK(p.stats().kv_cache_usage == 0.0);
         CHECK(d.stats().kv_cache_usage == 0.0);
@@ -106,7 +101,7 @@ TEST_CASE("disaggregation: 64 mixed requests prefilled by one engine and decoded
     }
 }
 
-TEST_CASE("disaggregation: parked blocks expire when nobody sends or claims them") {
+TEST_CASE("disaggregation: the prefill side frees its blocks at once, and staged or parked KV expires") {
     Fixture& f = fixture();
     EngineConfig c = small_config();
     c.kv_transfer_timeout = 0.05;
@@ -114,13 +109,14 @@ TEST_CASE("disaggregation: parked blocks expire when nobody sends or claims them
     Job job = mixed_jobs(1, 3, false)[0];
     job.prompt.resize(std::min<size_t>(job.prompt.size(), 50));
     prefill(p, job, "lost");
-    CHECK(p.stats().kv_parked_blocks > 0);
-    CHECK(p.stats().kv_cache_usage > 0.0);
+    // The K/V went to host memory in the step that ended the request: the pool holds nothing.
+    CHECK(p.stats().kv_cache_usage == 0.0);
+    const int64_t per_block = 2 * p.kv_shape().n_layers * int64_t(p.kv_shape().bytes_per_block());
+    CHECK(p.stats().kv_staged_bytes == int64_t((job.prompt.size() + 15) / 16) * per_block);
     std::this_thread::sleep_for(std::chrono::milliseconds(80));
     p.expire_parked_kv();
-    CHECK(p.stats().kv_parked_blocks == 0);
+    CHECK(p.stats().kv_staged_bytes == 0);
     CHECK(p.stats().kv_parked_expired == 1);
-    CHECK(p.stats().kv_cache_usage == 0.0);
 
     LLMEngine d(*f.model, *f.tokenizer, c);
     d.begin_incoming_kv("never-claimed", job.prompt, {});
@@ -136,7 +132,7 @@ TEST_CASE("disaggregation: a decode engine refuses a foreign hash chain and a tr
     c.num_kv_blocks = 8;
     LLMEngine d(*f.model, *f.tokenizer, c);
     std::vector<int32_t> tokens(40, 5);
-    const uint64_t wrong[] = {12345};
+    const std::vector<uint64_t> wrong = {12345};
     CHECK_THROWS_AS(d.begin_incoming_kv("x", tokens, wrong), RequestError);
     CHECK_THROWS_AS(d.begin_incoming_kv("y", std::vector<int32_t>(200, 5), {}), RequestError);  // 13 blocks of 8
     CHECK(d.stats().kv_cache_usage == 0.0);
@@ -206,11 +202,11 @@ TEST_CASE("disaggregation: KVTransfer over TCP moves a prompt's blocks and the d
     CHECK(d.thread.stats().prefill_computed_tokens == 1);
     CHECK(p.kv.stats().sent_blocks == report.blocks_sent);
     CHECK(d.kv.stats().received_blocks == report.blocks_sent);
-    CHECK(p.thread.stats().kv_parked_blocks == 0);
+    CHECK(p.thread.stats().kv_staged_bytes == 0);
     CHECK(d.thread.stats().kv_parked_blocks == 0);
 }
 
-TEST_CASE("disaggregation: a failed KV send frees the prompt's blocks and says why") {
+TEST_CASE("disaggregation: a failed KV send drops the staged prompt and says why") {
     const Job job = mixed_jobs(1, 22, false)[0];
     EngineConfig other = small_config();
     other.block_size = 32;
@@ -221,13 +217,13 @@ TEST_CASE("disaggregation: a failed KV send frees the prompt's blocks and says w
     p.generate(job.prompt, first);
     // The two sides cut the KV into blocks of different sizes: the receiver says so.
     CHECK_THROWS_WITH_AS(p.kv.send("a", d.kv.address()), doctest::Contains("KV layout"), KVTransferError);
-    CHECK(p.thread.stats().kv_parked_blocks == 0);
+    CHECK(p.thread.stats().kv_staged_bytes == 0);
     CHECK(d.thread.stats().kv_parked_blocks == 0);
     // Nobody listens there.
     first.kv_send_id = "b";
     p.generate(job.prompt, first);
     CHECK_THROWS_AS(p.kv.send("b", "tcp://127.0.0.1:1"), KVTransferError);
-    CHECK(p.thread.stats().kv_parked_blocks == 0);
+    CHECK(p.thread.stats().kv_staged_bytes == 0);
     CHECK_THROWS_AS(p.kv.send("never-parked", d.kv.address()), KVTransferError);
     CHECK(p.kv.stats().failed == 3);
 }
