@@ -1,6 +1,7 @@
 #include "kernels/backend.h"
 
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,43 @@ void Backend::moe_experts(const float*, const int32_t*, const float*, int32_t, i
     no_moe(*this);
 }
 void Backend::add_sigmoid_gated(const float*, const float*, int32_t, int32_t, float*) { no_moe(*this); }
+
+namespace {
+
+// Throws std::out_of_range unless every block and the layer are in the pool.
+void check_kv_blocks(const KVCacheShape& shape, std::span<const int32_t> blocks, int32_t layer, const char* what) {
+    if (layer < 0 || layer >= shape.n_layers) throw std::out_of_range(std::string(what) + ": no layer " + std::to_string(layer));
+    for (int32_t b : blocks)
+        if (b < 0 || b >= shape.num_blocks) throw std::out_of_range(std::string(what) + ": no block " + std::to_string(b));
+}
+
+}  // namespace
+
+void for_each_kv_block_io(const KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const char* what,
+                          const std::function<void(size_t i, char* k, char* v, size_t bytes)>& copy) {
+    check_kv_blocks(cache.shape, blocks, layer, what);
+    const size_t bytes = cache.shape.bytes_per_block();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        const size_t at = size_t(blocks[i]) * bytes;
+        copy(i, static_cast<char*>(cache.k[size_t(layer)]) + at, static_cast<char*>(cache.v[size_t(layer)]) + at, bytes);
+    }
+}
+
+void Backend::kv_blocks_to_host(const KVCache& cache, std::span<const int32_t> blocks, int32_t layer, void* k_out,
+                                void* v_out) {
+    for_each_kv_block_io(cache, blocks, layer, "kv_blocks_to_host", [&](size_t i, char* k, char* v, size_t bytes) {
+        download(static_cast<char*>(k_out) + i * bytes, k, bytes);
+        download(static_cast<char*>(v_out) + i * bytes, v, bytes);
+    });
+}
+
+void Backend::kv_blocks_from_host(KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const void* k_in,
+                                  const void* v_in) {
+    for_each_kv_block_io(cache, blocks, layer, "kv_blocks_from_host", [&](size_t i, char* k, char* v, size_t bytes) {
+        upload(k, static_cast<const char*>(k_in) + i * bytes, bytes);
+        upload(v, static_cast<const char*>(v_in) + i * bytes, bytes);
+    });
+}
 
 void check_kv_block_pairs(const KVCacheShape& shape, std::span<const int32_t> src_dst_pairs) {
     if (src_dst_pairs.size() % 2 != 0)

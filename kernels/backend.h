@@ -127,6 +127,12 @@ void for_each_kv_block_copy(const KVCache& cache, std::span<const int32_t> src_d
             }
 }
 
+// Backend::kv_blocks_to_host/from_host's walk: checks the layer and blocks
+// (std::out_of_range), then calls copy(i, K of block i, V of block i, bytes)
+// for each block in order, with pointers into the layer's pools.
+void for_each_kv_block_io(const KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const char* what,
+                          const std::function<void(size_t i, char* k, char* v, size_t bytes)>& copy);
+
 struct RopeParams {
     int32_t n_rot = 0;              // dimensions rotated (<= head_dim)
     float base = 10000.0f;
@@ -185,6 +191,15 @@ public:
     // ids. Copy-on-write in kvcache/ asks for these before a step writes into a
     // block that another sequence still holds.
     virtual void copy_kv_blocks(KVCache& cache, std::span<const int32_t> src_dst_pairs) = 0;
+    // Disaggregation's KV transfer: one layer's K and V of whole blocks to
+    // host memory (blocks one after another, bytes_per_block() each, in the
+    // order given), and back. Returns once the copies are done. The default
+    // copies block by block with download/upload; a GPU queues them all and
+    // waits once.
+    virtual void kv_blocks_to_host(const KVCache& cache, std::span<const int32_t> blocks, int32_t layer, void* k_out,
+                                   void* v_out);
+    virtual void kv_blocks_from_host(KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const void* k_in,
+                                     const void* v_in);
 
     // ---- ops over the current step's rows (n = plan.num_tokens()) ----------
 

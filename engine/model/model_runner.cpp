@@ -324,27 +324,12 @@ std::vector<float> ModelRunner::logits() const {
     return out;
 }
 
-// One copy per block: a prompt's blocks are scattered over the pool.
 void ModelRunner::read_kv_blocks(std::span<const int32_t> blocks, int32_t layer, void* k_out, void* v_out) const {
-    const size_t bytes = cache_.shape.bytes_per_block();
-    if (layer < 0 || layer >= cache_.shape.n_layers) throw std::out_of_range("read_kv_blocks: no such layer");
-    for (size_t i = 0; i < blocks.size(); ++i) {
-        if (blocks[i] < 0 || blocks[i] >= cache_.shape.num_blocks) throw std::out_of_range("read_kv_blocks: bad block");
-        const size_t at = size_t(blocks[i]) * bytes;
-        backend_.download(static_cast<char*>(k_out) + i * bytes, static_cast<const char*>(cache_.k[layer]) + at, bytes);
-        backend_.download(static_cast<char*>(v_out) + i * bytes, static_cast<const char*>(cache_.v[layer]) + at, bytes);
-    }
+    backend_.kv_blocks_to_host(cache_, blocks, layer, k_out, v_out);
 }
 
 void ModelRunner::write_kv_blocks(std::span<const int32_t> blocks, int32_t layer, const void* k_in, const void* v_in) {
-    const size_t bytes = cache_.shape.bytes_per_block();
-    if (layer < 0 || layer >= cache_.shape.n_layers) throw std::out_of_range("write_kv_blocks: no such layer");
-    for (size_t i = 0; i < blocks.size(); ++i) {
-        if (blocks[i] < 0 || blocks[i] >= cache_.shape.num_blocks) throw std::out_of_range("write_kv_blocks: bad block");
-        const size_t at = size_t(blocks[i]) * bytes;
-        backend_.upload(static_cast<char*>(cache_.k[layer]) + at, static_cast<const char*>(k_in) + i * bytes, bytes);
-        backend_.upload(static_cast<char*>(cache_.v[layer]) + at, static_cast<const char*>(v_in) + i * bytes, bytes);
-    }
+    backend_.kv_blocks_from_host(cache_, blocks, layer, k_in, v_in);
 }
 
 }  // namespace minfer

@@ -189,6 +189,27 @@ public:
     }
     void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+    // Every block's copy queued on the stream, one wait at the end (not one a block).
+    void kv_blocks_to_host(const KVCache& cache, std::span<const int32_t> blocks, int32_t layer, void* k_out,
+                           void* v_out) override {
+        for_each_kv_block_io(cache, blocks, layer, "kv_blocks_to_host", [&](size_t i, char* k, char* v, size_t bytes) {
+            CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(k_out) + i * bytes, k, bytes, cudaMemcpyDeviceToHost, stream_));
+            CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(v_out) + i * bytes, v, bytes, cudaMemcpyDeviceToHost, stream_));
+            traffic_.device_to_host_bytes += int64_t(2 * bytes);
+        });
+        synchronize();
+    }
+    void kv_blocks_from_host(KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const void* k_in,
+                             const void* v_in) override {
+        bf16_copy_ = {};  // as upload(): device memory changed under any cached conversion
+        for_each_kv_block_io(cache, blocks, layer, "kv_blocks_from_host", [&](size_t i, char* k, char* v, size_t bytes) {
+            CUDA_CHECK(cudaMemcpyAsync(k, static_cast<const char*>(k_in) + i * bytes, bytes, cudaMemcpyHostToDevice, stream_));
+            CUDA_CHECK(cudaMemcpyAsync(v, static_cast<const char*>(v_in) + i * bytes, bytes, cudaMemcpyHostToDevice, stream_));
+            traffic_.host_to_device_bytes += int64_t(2 * bytes);
+        });
+        synchronize();
+    }
+
     // A shard is uploaded as a matrix of its own, straight from the parent's
     // rows: every upload is a pitched copy, which reads a column shard's pieces
     // of the rows at the parent's row stride (a whole matrix: its own).

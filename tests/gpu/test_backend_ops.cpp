@@ -646,6 +646,48 @@ public:
         return err;
     }
 
+    // Disaggregation's KV copies: random pools (random bytes: any bf16 or f32
+    // pattern), blocks out of order, read out against the CPU's, written back
+    // into other blocks, and every pool compared whole (the others untouched).
+    void kv_blocks_io() {
+        for (KVDType dtype : {KVDType::F32, KVDType::BF16})
+            run("kv blocks io", fmt("%s: 4 blocks of 40 out, 3 in, layer 1 of 3", kv_dtype_name(dtype)), 0.0,
+                [&] { return kv_blocks_io_case(dtype); });
+    }
+
+    double kv_blocks_io_case(KVDType dtype) {
+        const KVCacheShape shape{3, 40, 16, 2, 64, dtype};
+        const size_t layer_bytes = shape.bytes_per_layer(), block = shape.bytes_per_block();
+        auto random_bytes = [&](size_t n) {
+            std::vector<uint8_t> v(n);
+            for (uint8_t& b : v) b = uint8_t(rng_());
+            return v;
+        };
+        DeviceArena g(gpu_);
+        std::vector<std::vector<uint8_t>> host;  // the CPU's pools: K and V of each layer
+        KVCache c{shape, {}, {}}, d{shape, {}, {}};
+        for (int32_t l = 0; l < shape.n_layers; ++l)
+            for (int kv = 0; kv < 2; ++kv) {
+                host.push_back(random_bytes(layer_bytes));
+                (kv ? c.v : c.k).push_back(host.back().data());
+                (kv ? d.v : d.k).push_back(g.copy(host.back()));
+            }
+        const int32_t out_blocks[] = {7, 3, 39, 0}, in_blocks[] = {5, 6, 38};
+        std::vector<uint8_t> kc(4 * block), vc(4 * block), kg(4 * block), vg(4 * block);
+        cpu_.kv_blocks_to_host(c, out_blocks, 1, kc.data(), vc.data());
+        gpu_.kv_blocks_to_host(d, out_blocks, 1, kg.data(), vg.data());
+        if (kc != kg || vc != vg) return 1.0;
+        const std::vector<uint8_t> kin = random_bytes(3 * block), vin = random_bytes(3 * block);
+        cpu_.kv_blocks_from_host(c, in_blocks, 1, kin.data(), vin.data());
+        gpu_.kv_blocks_from_host(d, in_blocks, 1, kin.data(), vin.data());
+        for (int32_t l = 0; l < shape.n_layers; ++l)
+            for (int kv = 0; kv < 2; ++kv) {
+                const auto* dev = static_cast<const uint8_t*>((kv ? d.v : d.k)[size_t(l)]);
+                if (g.fetch(dev, layer_bytes) != host[size_t(2 * l + kv)]) return 1.0;
+            }
+        return 0.0;
+    }
+
     void swiglu() { gated("swiglu", {{1, 1}, {7, 33}, {3, 172}, {64, 11008}, {512, 1003}}, &Backend::swiglu); }
     void geglu() { gated("geglu", {{1, 1}, {7, 33}, {3, 2048}, {64, 6912}, {512, 1003}}, &Backend::geglu); }
 
@@ -1416,6 +1458,7 @@ int main(int argc, char** argv) {
         t.matmul_shared();
         t.matmul_shards();
         t.bf16_copy();
+        t.kv_blocks_io();
         t.swiglu();
         t.geglu();
         t.moe_route();
