@@ -20,7 +20,10 @@
 #                 GGUF models in /tmp/minfer-models/real, carried there in parts by
 #                 scripts/gpu-model-parts.sh
 #   --serve       the server tests (tests/integration/test_server.py) against
-#                 `minfer serve --device cuda`
+#                 `minfer serve --device cuda`, and disaggregation's (test_disaggregation.py:
+#                 a prefill and a decode instance sharing the GPU)
+#   --disagg-bench one prompt's KV moved between two instances on the GPU
+#                 (scripts/kv_transfer_probe.py, llama3-8b:bf16, 512/2048/8192 tokens)
 #   --bench       minfer bench latency, 512 in / 128 out, on BENCH_MODELS="PRESET:DTYPE:BATCH ..."
 #                 (default: every workload of the D2 and D3 tables; graphs, and at batch 1
 #                 also eager and, unless BENCH_FP8= is empty, --quantization fp8), then
@@ -69,7 +72,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -87,6 +90,7 @@ while (($#)); do
     --grammar-bench) DO_GRAMMAR_BENCH=1 ;;
     --spec-bench) DO_SPEC_BENCH=1 ;;
     --moe) DO_MOE=1 ;;
+    --disagg-bench) DO_DISAGG_BENCH=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -99,7 +103,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -315,6 +319,12 @@ if ((DO_SERVE)); then
   # Prefill and decode instances sharing the GPU: KV blocks copied out of and into device memory.
   run_phase disagg env MINFER_TEST_DEVICE=cuda MINFER_BIN="$PWD/$MINFER" OMPI_ALLOW_RUN_AS_ROOT=1 \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 python3 -m pytest -q tests/integration/test_disaggregation.py
+fi
+# One prompt's KV from a prefill to a decode instance sharing the GPU (TCP over loopback):
+# bytes, seconds and bandwidth for 8B-shaped bf16 KV (128 KiB a token).
+if ((DO_DISAGG_BENCH)); then
+  run_phase kv-probe python3 scripts/kv_transfer_probe.py --minfer "$MINFER" --lengths 512,2048,8192 -- \
+    --synthetic llama3-8b:bf16 --device cuda --gpu-memory-utilization 0.4 --max-model-len 16384
 fi
 # Every workload of the D2 and D3 tables (scripts/bench_table.py).
 BENCH_TABLE_MODELS="llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:64"
