@@ -19,6 +19,7 @@
 #   --real        the same (logits, greedy tokens where the margin is clear) for the real
 #                 GGUF models in /tmp/minfer-models/real, carried there in parts by
 #                 scripts/gpu-model-parts.sh
+#   --ops         only minfer_gpu_ops (with --filter: the ops whose name holds it)
 #   --serve       the server tests (tests/integration/test_server.py) against
 #                 `minfer serve --device cuda`, and disaggregation's (test_disaggregation.py:
 #                 a prefill and a decode instance sharing the GPU)
@@ -72,7 +73,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_OPS=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -80,6 +81,7 @@ while (($#)); do
   case "$1" in
     --build) DO_BUILD=1 ;;
     --test) DO_TEST=1 ;;
+    --ops) DO_OPS=1 ;;
     --synth) DO_SYNTH=1 ;;
     --real) DO_REAL=1 ;;
     --serve) DO_SERVE=1 ;;
@@ -103,7 +105,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_OPS || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -257,6 +259,9 @@ if ((DO_BUILD)); then
   run_phase unpack unpack || finish
   run_phase configure configure || finish
   run_phase build build || finish
+fi
+if ((DO_OPS && !DO_TEST)); then
+  run_phase ops "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
 fi
 if ((DO_TEST)); then
   run_phase ops "$BIN/minfer_gpu_ops" "${OPS_ARGS[@]}"
