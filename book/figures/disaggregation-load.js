@@ -8,7 +8,7 @@
 // share of long prompts; the split decode instance never runs a prefill, but
 // has half the cores, and every request pays the KV transfer in its time to
 // first token (TTFT). The figure plots one metric for both setups.
-import { svg, html, figureRoot, drawing, scroller, select, controls, formatNumber, linearScale, loadJSON, showError,
+import { svg, html, figureRoot, drawing, scroller, select, toggle, controls, formatNumber, linearScale, loadJSON, showError,
          PALETTE } from "./kit.js";
 
 const METRICS = {
@@ -38,9 +38,16 @@ function build(root, data, options) {
     const readout = html("p", { class: "lk-readout", "aria-live": "polite" });
     const chooser = select({
         label: "Metric",
-        choices: Object.entries(METRICS).map(([value, m]) => ({ value, label: m.label })),
+        choices: Object.entries(METRICS).map(([id, m]) => [id, m.label]),
         value: metric,
         onChange: (v) => { metric = v; render(); },
+    });
+    let at = shares.includes(Number(options.share)) ? Number(options.share) : shares[shares.length - 1];
+    const shareToggle = toggle({
+        label: "Long prompts",
+        choices: shares.map((s) => [String(s), `${formatNumber(s * 100)}%`]),
+        value: String(at),
+        onChange: (v) => { at = Number(v); render(); },
     });
     const load = data.load ?? {};
     const note = html("p", { class: "lk-fig-source" },
@@ -49,7 +56,7 @@ function build(root, data, options) {
         `${load.short_input} in, ${load.short_output} out. Colocated: one instance of ${load.cores} threads; `,
         `split: ${Math.max(1, Math.floor(load.cores / 2))} thread(s) each. Goodput: TTFT ≤ ${load.slo_ttft} ms and `,
         `TPOT ≤ ${load.slo_tpot} ms. Command: `, html("code", {}, data.command ?? ""));
-    root.append(controls(chooser.element), readout, scroller(picture), legend(), note);
+    root.append(controls(chooser.element, shareToggle.element), readout, scroller(picture), legend(), note);
 
     function value(setup, share) {
         return rows.find((r) => r.mode === setup && r.long_share === share)?.[metric];
@@ -85,12 +92,12 @@ function build(root, data, options) {
             for (const [s, v] of pts) {
                 const dot = svg("circle", { cx: x(s), cy: y(v), r: 5, fill: style.color });
                 dot.append(svg("title", {}, `${style.name}, ${formatNumber(s * 100)}% long prompts: ` +
-                                            `${formatNumber(v, v < 10 ? 2 : 0)} ${METRICS[metric].unit}`));
+                                            `${formatNumber(v, 2)} ${METRICS[metric].unit}`));
                 picture.append(dot, svg("text", { x: x(s) + 8, y: y(v) - 8, "font-size": 12, fill: style.color },
-                                        formatNumber(v, v < 10 ? 2 : 0)));
+                                        formatNumber(v, v < 100 ? 1 : 0)));
             }
         }
-        const last = shares[shares.length - 1];
+        const last = at;
         const split = rows.find((r) => r.mode === "split" && r.long_share === last);
         const transfer = split && Number.isFinite(split.kv_transfer_mean_ms)
             ? ` The KV transfer took ${formatNumber(split.kv_transfer_mean_ms, 1)} ms a request on average ` +

@@ -2,6 +2,8 @@
 
 namespace minfer {
 
+ParkedKVTable::ParkedKVTable(BlockManager& blocks) : blocks_(blocks) {}
+
 void ParkedKVTable::park(const std::string& id, ParkedKV kv) {
     release(id);
     entries_.emplace(id, std::move(kv));

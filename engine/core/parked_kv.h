@@ -70,7 +70,7 @@ private:
 
 class ParkedKVTable {
 public:
-    explicit ParkedKVTable(BlockManager& blocks) : blocks_(blocks) {}
+    explicit ParkedKVTable(BlockManager& blocks);
 
     // Parks `kv` under `id`, replacing (and freeing) an entry of that id.
     void park(const std::string& id, ParkedKV kv);

@@ -26,7 +26,7 @@ from book_server import ROOT, BookServer
 from minfer_server import minfer_bin
 
 FIGURES = ["roofline", "kv-cache-calculator", "batching-stepper", "online-softmax", "structured-mask", "speculative-speedup",
-           "parallel-communication"]
+           "parallel-communication", "disaggregation-load"]
 SCREENSHOTS = ROOT / "build" / "book-screenshots"
 TRACE = ROOT / "book" / "figures" / "data" / "trace-stories260K.json"
 GRAMMAR = ROOT / "book" / "figures" / "data" / "grammar-pet.json"
@@ -218,6 +218,7 @@ OPTIONS = {
                                 "allreduce": "bf16"},
                                "At 8 ranks", "8.21 GiB of weights", "161 buffers of 1.00 MiB",
                                f"{round(100 * (lambda s, c, r, m: c / (c + r))(*tp_step(8192, 80, 70.554e9, 8, 64, 1, 2, 64, 15)))}% of the step"),
+    "disaggregation-load": ({"metric": "ttft_p50_ms", "share": "0.5"}, "TTFT p50", "At 50% long prompts: colocated 281.7, split 1,857.6 ms"),
 }
 
 
@@ -669,4 +670,27 @@ def test_speculative_speedup_draws_the_measured_points(open_figure):
     assert f.root.locator(".lk-spec-point-current").count() == sum(p["k"] == 4 for p in data["points"])
     f.set_range(0, 8)
     assert f.root.locator(".lk-spec-point-current").count() == sum(p["k"] == 8 for p in data["points"])
+    f.check_quiet()
+
+
+# ---- disaggregation ------------------------------------------------------------------------
+
+def test_disaggregation_load_draws_every_measurement(open_figure):
+    data = json.loads((ROOT / "book/figures/data/disaggregation-cpu.json").read_text())
+    f = open_figure("disaggregation-load")
+    titles = f.page.evaluate("() => [...document.querySelectorAll('.lk-fig circle title')].map((t) => t.textContent)")
+    assert len(titles) == len(data["rows"]) == 6
+    for row in data["rows"]:
+        name = "colocated" if row["mode"] == "colocated" else "1 prefill + 1 decode"
+        shown = [float(re.search(r": ([\d.,]+) ms$", t).group(1).replace(",", "")) for t in titles
+                 if t.startswith(name) and f", {round(row['long_share'] * 100)}% long prompts" in t]
+        assert len(shown) == 1 and abs(shown[0] - row["tpot_p99_ms"]) < 0.006, (row, titles)
+    split = next(r for r in data["rows"] if r["mode"] == "split" and r["long_share"] == 0.5)
+    readout = f.text(".lk-readout")
+    assert f"{split['kv_transfer_mean_ms']:.1f} ms a request" in readout, readout
+    before = f.drawing()
+    f.root.get_by_label("Metric").select_option("goodput_req_s")
+    assert f.drawing() != before and "req/s" in f.text(".lk-readout")
+    f.click("0%")
+    assert f.text(".lk-readout").startswith("At 0% long prompts")
     f.check_quiet()
