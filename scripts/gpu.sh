@@ -329,7 +329,7 @@ fi
 # bytes, seconds and bandwidth for 8B-shaped bf16 KV (128 KiB a token).
 if ((DO_DISAGG_BENCH)); then
   run_phase kv-probe python3 scripts/kv_transfer_probe.py --minfer "$MINFER" --lengths 512,2048,8192 -- \
-    --synthetic llama3-8b:bf16 --device cuda --gpu-memory-utilization 0.4 --max-model-len 16384
+    --synthetic llama3-8b:bf16 --device cuda --kv-cache-memory 6G --max-model-len 16384
 fi
 # Every workload of the D2 and D3 tables (scripts/bench_table.py).
 BENCH_TABLE_MODELS="llama3-8b:bf16:1 llama3-1b:bf16:1 llama3-8b:bf16:64 llama3-8b:bf16:128 llama3-8b:q8_0:1 llama3-8b:q4_k_m:1 llama3-8b:q4_k_m:64"
