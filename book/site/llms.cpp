@@ -6,33 +6,62 @@ namespace minfer::book {
 
 namespace {
 
-std::string md_link(std::string_view base, std::string_view title, std::string_view path, std::string_view note) {
-    return "- [" + std::string(title) + "](" + std::string(base) + PageLayout::markdown_url(path) + "): " +
-           std::string(note) + "\n";
+std::string link(std::string_view base, std::string_view title, std::string_view path, std::string_view note) {
+    return "- [" + std::string(title) + "](" + std::string(base) + std::string(path) + "): " + std::string(note) + "\n";
 }
 
 }  // namespace
 
+// In the shape of the seed the book was planned from (../shared/seed/llms.txt):
+// one H2 per chapter with its blurb and its pages (the overview, then "N.M
+// Title": "Section N.M."), the glossary and the further-reading groups (B.1
+// ...) as chapters of their own, the reference pages, and the entry points for
+// programs. Links go to the pages; each page's Markdown is its URL + ".md".
 std::string llms_txt(const Book& book, std::string_view base_url) {
+    const std::vector<ReadingGroup>& reading_groups = book.reading_groups;
     const std::string base(base_url);
-    std::string t = "# " + book.title + "\n\n> " + book.summary + "\n\n";
-    t += "Every page of this book is also available as Markdown: add `.md` to its URL (the home page is " + base +
-         "/index.md). The whole book as one document is " + base + "/llms-full.txt.\n";
+    std::string t = "# " + book.title + "\n\n> " + book.summary +
+                    " Every page is available as Markdown by appending `.md` to its URL. The whole book as one "
+                    "document is at " + base + "/llms-full.txt. Figures are interactive. In the Markdown they appear "
+                    "as a titled placeholder with a link, because what they teach is the response to input, which "
+                    "does not survive being written down.\n";
     for (const Chapter& c : book.chapters) {
-        t += "\n## " + std::to_string(c.number) + ". " + c.title + "\n\n" + c.summary + "\n\n" + c.description + "\n\n";
-        t += md_link(base, "Overview", chapter_path(c), "the chapter's overview and how its sections fit together");
-        for (const Section& s : c.sections)
-            t += md_link(base, s.title, section_path(c, s), s.written ? s.summary : s.summary + " (in preparation)");
+        t += "\n## " + std::to_string(c.number) + ". " + c.title + "\n\n" + c.summary + " " + c.description + "\n\n";
+        t += link(base, c.title, chapter_path(c), "chapter overview");
+        for (size_t i = 0; i < c.sections.size(); ++i) {
+            const std::string number = std::to_string(c.number) + "." + std::to_string(i + 1);
+            t += link(base, number + " " + c.sections[i].title, section_path(c, c.sections[i]),
+                      "Section " + number + ".");
+        }
     }
-    t += "\n## Reference\n\n";
-    t += md_link(base, "Glossary", "/chapters/glossary", "every term the book uses, with its definition");
-    t += md_link(base, "Further reading", "/chapters/reading", "papers, posts and code worth reading next, by topic");
-    t += "\n## For developers and agents\n\n";
-    t += md_link(base, "Developers", "/developers", "the book's API, its MCP server and how to build the site");
-    t += "- [Chapters API](" + base + "/api/v1/chapters): the book's structure as JSON\n";
-    t += "- [OpenAPI document](" + base + "/openapi.json): the API's OpenAPI 3.1 description\n";
-    t += "- [MCP server](" + base + "/api/mcp): the book as Model Context Protocol tools (streamable HTTP)\n";
-    t += "- [llms-full.txt](" + base + "/llms-full.txt): the whole book in one Markdown document\n";
+    t += "\n## Glossary\n\nEvery term, defined once. A searchable reference for the vocabulary of the book. Entries "
+         "live in book/content/glossary.json.\n\n";
+    t += link(base, "Glossary", "/chapters/glossary", "chapter overview");
+    t += "\n## Further reading\n\nThe papers, guides, and repositories worth your time. Primary sources on GPU "
+         "performance engineering, grouped from a single inference request down to a single kernel and back out to "
+         "distributed serving. Entries live in book/content/reading.json and the groups in "
+         "book/content/reading_groups.json.\n\n";
+    t += link(base, "Further reading", "/chapters/reading", "chapter overview");
+    for (size_t i = 0; i < reading_groups.size(); ++i) {
+        const std::string number = "B." + std::to_string(i + 1);
+        t += link(base, number + " " + reading_groups[i].title, "/chapters/reading#" + reading_groups[i].id,
+                  "Section " + number + ".");
+    }
+    t += "\n## Reference\n";
+    t += link(base, "Glossary", "/chapters/glossary", "every term of art, defined once");
+    t += link(base, "Further reading", "/chapters/reading", "the sources behind the book");
+    t += link(base, "About", "/about", "what this site is");
+    t += link(base, "Privacy", "/privacy", "what is collected, what Ask AI sends, and what is not");
+    t += "\n## For developers and agents\n\n" + book.title +
+         " also publishes its chapter and section index as JSON, for programs that would rather not scrape HTML or "
+         "Markdown. The API is versioned, rate-limited, keyless, and its errors are JSON: see the developer page for "
+         "the details.\n\n";
+    t += link(base, "Developer resources", "/developers", "quickstart, errors, versioning, rate limits");
+    t += link(base, "OpenAPI spec", "/openapi.json", "the JSON API described machine-readably");
+    t += link(base, "GET /api/v1/chapters", "/api/v1/chapters", "every chapter, as JSON");
+    const std::string first = book.chapters.empty() ? "introduction" : book.chapters.front().slug;
+    t += link(base, "GET /api/v1/chapters/{slug}", "/api/v1/chapters/" + first, "one chapter and its sections, as JSON");
+    t += link(base, "MCP server", "/api/mcp", "the same chapter index as MCP tools, for MCP-native clients");
     return t;
 }
 

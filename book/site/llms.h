@@ -1,4 +1,5 @@
-// /llms.txt (the book's map for language models, llmstxt.org's shape) and
+// /llms.txt (the book's map for language models, llmstxt.org's shape, laid
+// out as the seed the book was planned from: ../shared/seed/llms.txt) and
 // /llms-full.txt (the whole book as one Markdown document). Links are
 // absolute when a base URL is known (the request's Host, or `book build
 // --base-url`), site-relative otherwise.
