@@ -252,8 +252,29 @@ bool is_json_content(const HttpRequest& req) {
     return type == "application/json";
 }
 
+// A person who follows the link in llms.txt: a page that says what this address is,
+// rather than a JSON-RPC error (a program's GET still gets the 405).
+std::optional<HttpResponse> page_for_a_browser(const HttpRequest& req) {
+    const auto accept = req.find(http::field::accept);
+    if (req.method() != http::verb::get || accept == req.end() ||
+        ascii_lower(accept->value()).find("text/html") == std::string::npos)
+        return std::nullopt;
+    HttpResponse res{http::status::ok, req.version()};
+    res.set(http::field::content_type, "text/html; charset=utf-8");
+    res.body() =
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Learn Kernels: MCP server</title>"
+        "</head><body>\n<h1>The book's MCP server</h1>\n<p>This address speaks the Model Context Protocol "
+        "(Streamable HTTP): an MCP client POSTs JSON-RPC 2.0 messages here. Its tools are list_chapters, "
+        "get_chapter, get_section, search and search_glossary; all read the book, none writes.</p>\n"
+        "<p>To read the book, go to <a href=\"/\">its contents</a>; to connect a client, see "
+        "<a href=\"/developers\">the developer page</a>.</p>\n</body></html>\n";
+    res.prepare_payload();
+    return res;
+}
+
 // The HTTP-level refusals, before the body is read as JSON-RPC.
 std::optional<HttpResponse> refuse_transport(const HttpRequest& req) {
+    if (std::optional<HttpResponse> page = page_for_a_browser(req)) return page;
     const json::value no_id = nullptr;
     if (!origin_allowed(req))
         return error_answer(req, http::status::forbidden, no_id,

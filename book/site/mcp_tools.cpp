@@ -3,6 +3,10 @@
 #include "book/site/api_json.h"
 #include "book/site/http_util.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 namespace minfer::book {
 
 namespace json = boost::json;
@@ -102,6 +106,23 @@ BookTools::BookTools(const Book& book) : book_(book) {
                          {"required", json::array{"query", "matches"}},
                          {"properties", {{"query", {{"type", "string"}}},
                                          {"matches", {{"type", "array"}, {"items", std::move(entry)}}}}}};
+    json::object section_out = json::parse(kSectionSchema).as_object();
+    section_out["properties"].as_object()["chapter"] = json::object{{"type", "string"}};
+    section_out["properties"].as_object()["markdown"] = json::object{{"type", "string"}};
+    section_out["required"].as_array().push_back("chapter");
+    section_out["required"].as_array().push_back("markdown");
+    json::object hit = json::parse(R"({
+      "type": "object",
+      "required": ["chapter", "slug", "title", "url", "matches", "excerpt"],
+      "properties": {
+        "chapter": {"type": "string"}, "slug": {"type": "string"}, "title": {"type": "string"},
+        "url": {"type": "string"}, "matches": {"type": "integer"}, "excerpt": {"type": "string"}
+      }
+    })").as_object();
+    json::object hits{{"type", "object"},
+                      {"required", json::array{"query", "results"}},
+                      {"properties", {{"query", {{"type", "string"}}},
+                                      {"results", {{"type", "array"}, {"items", std::move(hit)}}}}}};
     definitions_ = {
         tool("list_chapters", "List the chapters",
              "The book's table of contents: every chapter of Learn Kernels with its sections, their status "
@@ -116,6 +137,15 @@ BookTools::BookTools(const Book& book) : book_(book) {
              "The glossary entries whose term or definition contains the query (case-insensitive); entries "
              "whose term matches come first.",
              string_arguments({{"query", "The text to look for in terms and definitions"}}), std::move(matches)),
+        tool("get_section", "Get a section",
+             "One section by its slug (from list_chapters or search): its title, status, URLs and the Markdown "
+             "source of its text.",
+             string_arguments({{"slug", "The section's slug, e.g. prefill-and-decode-disaggregation"}}),
+             std::move(section_out)),
+        tool("search", "Search the book",
+             "The sections and chapter overviews whose text contains the query (case-insensitive), the most "
+             "matches first, each with an excerpt around its first match; at most 20.",
+             string_arguments({{"query", "The words to look for, as one phrase"}}), std::move(hits)),
     };
 }
 
@@ -126,6 +156,8 @@ json::object BookTools::call(std::string_view name, const json::object& argument
     }
     if (name == "get_chapter") return get_chapter(string_argument(arguments, "slug"));
     if (name == "search_glossary") return search_glossary(string_argument(arguments, "query"));
+    if (name == "get_section") return get_section(string_argument(arguments, "slug"));
+    if (name == "search") return search(string_argument(arguments, "query"));
     throw InvalidParams("unknown tool \"" + std::string(name) + "\"");
 }
 
@@ -153,6 +185,72 @@ json::object BookTools::search_glossary(const std::string& query) const {
     }
     for (auto& e : by_definition) by_term.push_back(std::move(e));
     return success({{"query", query}, {"matches", std::move(by_term)}});
+}
+
+json::object BookTools::get_section(const std::string& slug) const {
+    for (const Chapter& c : book_.chapters)
+        for (const Section& s : c.sections) {
+            if (s.slug != slug) continue;
+            const std::string url = section_path(c, s);
+            return success({{"chapter", c.slug},
+                            {"slug", s.slug},
+                            {"title", s.title},
+                            {"summary", s.summary},
+                            {"status", s.written ? "written" : "in-preparation"},
+                            {"url", url},
+                            {"markdown_url", url + ".md"},
+                            {"markdown", s.markdown}});
+        }
+    return failure("No section has the slug \"" + slug + "\". list_chapters gives every section's slug.");
+}
+
+namespace {
+
+// The matches of `needle` (lowercase) in `text`, and an excerpt of about 240
+// characters around the first, cut at spaces and on one line.
+std::pair<int64_t, std::string> find_in(const std::string& text, const std::string& needle) {
+    const std::string lower = ascii_lower(text);
+    int64_t count = 0;
+    size_t first = std::string::npos;
+    for (size_t at = lower.find(needle); at != std::string::npos; at = lower.find(needle, at + needle.size())) {
+        if (first == std::string::npos) first = at;
+        ++count;
+    }
+    if (!count) return {0, ""};
+    size_t from = first > 120 ? text.find(' ', first - 120) : 0;
+    if (from == std::string::npos || from > first) from = first;
+    size_t to = text.find(' ', std::min(text.size(), first + needle.size() + 120));
+    if (to == std::string::npos) to = text.size();
+    std::string excerpt = text.substr(from, to - from);
+    for (char& ch : excerpt)
+        if (ch == '\n') ch = ' ';
+    return {count, (from > 0 ? "..." : "") + excerpt + (to < text.size() ? "..." : "")};
+}
+
+}  // namespace
+
+json::object BookTools::search(const std::string& query) const {
+    const std::string needle = ascii_lower(query);
+    struct Hit {
+        int64_t matches;
+        json::object result;
+    };
+    std::vector<Hit> found;
+    auto look = [&](const std::string& chapter, const std::string& slug, const std::string& title,
+                    const std::string& url, const std::string& text) {
+        auto [count, excerpt] = find_in(text, needle);
+        if (count)
+            found.push_back({count, {{"chapter", chapter}, {"slug", slug}, {"title", title}, {"url", url},
+                                     {"matches", count}, {"excerpt", excerpt}}});
+    };
+    for (const Chapter& c : book_.chapters) {
+        look(c.slug, c.slug, c.title, chapter_path(c), c.markdown);
+        for (const Section& s : c.sections) look(c.slug, s.slug, s.title, section_path(c, s), s.markdown);
+    }
+    std::stable_sort(found.begin(), found.end(), [](const Hit& a, const Hit& b) { return a.matches > b.matches; });
+    json::array results;
+    for (size_t i = 0; i < found.size() && i < 20; ++i) results.push_back(std::move(found[i].result));
+    return success({{"query", query}, {"results", std::move(results)}});
 }
 
 }  // namespace minfer::book

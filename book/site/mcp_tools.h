@@ -1,4 +1,5 @@
-// The book's MCP tools: list_chapters, get_chapter and search_glossary, with
+// The book's MCP tools: list_chapters, get_chapter, get_section, search (the
+// prose) and search_glossary, with
 // their input and output schemas. The transport (book/site/mcp.h) parses
 // JSON-RPC; this file knows only the tools.
 #pragma once
@@ -34,6 +35,8 @@ private:
     boost::json::object list_chapters() const;
     boost::json::object get_chapter(const std::string& slug) const;
     boost::json::object search_glossary(const std::string& query) const;
+    boost::json::object get_section(const std::string& slug) const;
+    boost::json::object search(const std::string& query) const;
 
     const Book& book_;
     boost::json::array definitions_;

@@ -18,7 +18,7 @@ MCP = "/api/mcp"
 STATELESS = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-TOOLS = ["list_chapters", "get_chapter", "search_glossary"]
+TOOLS = ["list_chapters", "get_chapter", "search_glossary", "get_section", "search"]
 
 
 def content_json(name):
@@ -124,6 +124,21 @@ def check_tools(tools_result, call):
     assert missing["isError"] is True
     assert "no-such-chapter" in missing["content"][0]["text"]
 
+    # A section's source, by its slug alone.
+    last = chapters[-1]
+    section = structured("get_section", {"slug": last["sections"][0]["slug"]})
+    assert section["chapter"] == last["slug"] and section["title"] == last["sections"][0]["title"]
+    path = book_root() / "book" / "content" / last["slug"] / (last["sections"][0]["slug"] + ".md")
+    assert section["markdown"] == path.read_text()
+    assert call("get_section", {"slug": "no-such-section"})["isError"] is True
+    # The prose: a phrase that only one section uses comes back with that section first, an excerpt around it.
+    found = structured("search", {"query": "kv-transfer-port"})["results"]
+    assert found and found[0]["slug"] == "prefill-and-decode-disaggregation", found
+    assert "kv-transfer-port" in found[0]["excerpt"] and found[0]["matches"] >= 1
+    counts = [r["matches"] for r in structured("search", {"query": "warp"})["results"]]
+    assert counts == sorted(counts, reverse=True) and 1 <= len(counts) <= 20
+    assert structured("search", {"query": "zzz-no-such-words-zzz"})["results"] == []
+
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
 def test_handshake_revision(server, spec, version):
@@ -220,6 +235,10 @@ def test_json_rpc_errors(server, spec):
 
 
 def test_transport_rules(server, spec):
+    # A person who follows llms.txt's link gets a page that says what the address is.
+    status, headers, body = server.request("GET", MCP, headers={"Accept": "text/html,application/xhtml+xml"})
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert b"Model Context Protocol" in body and b"/developers" in body
     for method in ("GET", "DELETE"):
         status, headers, body = server.request(method, MCP, headers={"Accept": "text/event-stream"})
         assert status == 405 and headers["allow"] == "POST"
