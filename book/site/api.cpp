@@ -118,9 +118,38 @@ struct BookApi::Impl {
 BookApi::BookApi(const Book& book, ApiOptions options) : impl_(std::make_unique<Impl>(book, options)) {}
 BookApi::~BookApi() = default;
 
+namespace {
+
+// The keyless JSON API may be read from any page (CORS): no credentials, GET
+// and HEAD only, and its rate-limit and cache headers visible to scripts. The
+// MCP endpoint is not opened this way: it checks Origin against DNS rebinding.
+void allow_any_origin(HttpResponse& res) {
+    res.set(http::field::access_control_allow_origin, "*");
+    res.set(http::field::access_control_expose_headers, "ETag, RateLimit, RateLimit-Policy, Retry-After");
+}
+
+// A browser's preflight before a cross-origin GET with headers of its own (If-None-Match).
+HttpResponse preflight(const HttpRequest& req) {
+    HttpResponse res{http::status::no_content, req.version()};
+    allow_any_origin(res);
+    res.set(http::field::access_control_allow_methods, "GET, HEAD");
+    res.set(http::field::access_control_allow_headers, "If-None-Match, Accept");
+    res.set(http::field::access_control_max_age, "86400");
+    res.prepare_payload();
+    return res;
+}
+
+}  // namespace
+
 std::optional<HttpResponse> BookApi::handle(const HttpRequest& request, const std::string& client_address) {
     const std::string_view path = target_path(request.target());
-    if (path == "/openapi.json") return without_body_for_head(request, serve(request, impl_->openapi));
+    const bool keyless = path == "/openapi.json" || path == "/api/v1" || path.starts_with("/api/v1/");
+    if (keyless && request.method() == http::verb::options) return preflight(request);
+    if (path == "/openapi.json") {
+        HttpResponse res = serve(request, impl_->openapi);
+        allow_any_origin(res);
+        return without_body_for_head(request, std::move(res));
+    }
     if (path != "/api" && !path.starts_with("/api/")) return std::nullopt;
 
     // Every /api request counts, whatever it asks for, so probing unknown
@@ -129,6 +158,7 @@ std::optional<HttpResponse> BookApi::handle(const HttpRequest& request, const st
     HttpResponse res = d.allowed ? impl_->route(request, path) : impl_->too_many(request, d);
     res.set("RateLimit-Policy", impl_->limiter.policy_field());
     res.set("RateLimit", RateLimiter::state_field(d));
+    if (keyless) allow_any_origin(res);
     return without_body_for_head(request, std::move(res));
 }
 

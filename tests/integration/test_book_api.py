@@ -183,3 +183,21 @@ def test_rate_limit_429_then_recovery(spec):
         recovered = server.request("GET", CHAPTERS)
         assert recovered[0] == 200
         assert server.alive()
+
+
+def test_any_page_may_read_the_keyless_api(server):
+    """CORS: answers say any origin may read them (and their rate-limit and cache headers);
+    a preflight is answered without a body; the MCP endpoint is not opened this way."""
+    for path in (CHAPTERS, f"{CHAPTERS}/introduction", "/openapi.json", f"{CHAPTERS}/no-such-chapter"):
+        status, headers, _ = server.request("GET", path, headers={"Origin": "https://example.org"})
+        assert headers["access-control-allow-origin"] == "*", path
+        assert "RateLimit" in headers.get("access-control-expose-headers", "") or path == "/openapi.json"
+    status, headers, body = server.request("OPTIONS", CHAPTERS, headers={
+        "Origin": "https://example.org", "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "if-none-match"})
+    assert status == 204 and body == b""
+    assert headers["access-control-allow-origin"] == "*"
+    assert headers["access-control-allow-methods"] == "GET, HEAD"
+    assert "If-None-Match" in headers["access-control-allow-headers"]
+    _, headers, _ = server.request("POST", "/api/mcp", body=b"{}", headers={"Origin": "https://example.org"})
+    assert "access-control-allow-origin" not in headers
