@@ -18,6 +18,32 @@ std::string SourceTarget::url() const {
     return u;
 }
 
+int declaration_start(std::string_view text, int line) {
+    std::vector<std::string_view> lines;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t end = text.find('\n', at);
+        lines.push_back(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+        if (end == std::string_view::npos) break;
+        at = end + 1;
+    }
+    auto trim = [](std::string_view s) {
+        while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+        while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+        return s;
+    };
+    int first = line;
+    while (first > 1 && size_t(first - 1) <= lines.size()) {
+        const std::string_view above = trim(lines[size_t(first - 2)]);
+        if (above.empty() || above.starts_with("//") || above.starts_with("/*") || above.starts_with("*") ||
+            above.starts_with("#") || above.starts_with("}"))
+            break;
+        const char last = above.back();
+        if (last == ';' || last == '{' || last == '}' || last == ':' || last == ',') break;
+        --first;
+    }
+    return first;
+}
+
 std::vector<Tag> parse_ctags_json(std::string_view output) {
     std::vector<Tag> tags;
     while (!output.empty()) {
@@ -95,7 +121,7 @@ SourceTarget SymbolIndex::resolve(std::string_view target) {
                         std::to_string(found.size()) + " times in " + t.path + " (lines " + lines +
                         "); qualify it, e.g. Class::" + t.symbol);
     }
-    t.first_line = found[0].line;
+    t.first_line = declaration_start(tree_.read(t.path), found[0].line);
     t.last_line = std::max(found[0].end, found[0].line);
     return t;
 }

@@ -12,6 +12,14 @@
 
 namespace minfer::book {
 
+// ctags gives the line of a definition's name; its declaration may begin above
+// it (`template <bool Vec>`, `__global__ void __launch_bounds__(N)` on lines of
+// their own). The first line of the declaration around line `line` (1-based)
+// of `text`: the lines directly above it count while they are not blank, not a
+// comment or preprocessor line, and do not end something else (`;`, `{`, `}`,
+// a label's `:`, a list's `,`).
+int declaration_start(std::string_view text, int line);
+
 struct SourceTarget {
     std::string path;    // repository-relative
     std::string symbol;  // as written (empty: the whole file)

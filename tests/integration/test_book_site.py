@@ -528,3 +528,14 @@ def test_site_js_in_a_browser(server):
         finally:
             browser.close()
     assert problems == []
+
+
+def test_a_kernels_source_link_starts_at_its_template_line(server):
+    """ctags names a kernel's line; the book's range starts where its declaration does
+    (`template <bool Vec>` and `__global__ void __launch_bounds__(...)` above the name)."""
+    lines = (BOOK_ROOT / "kernels/cuda/norm_rope.cu").read_text().splitlines()
+    name = next(i for i, l in enumerate(lines) if l.strip().startswith("add_rms_norm_kernel("))
+    assert lines[name - 2].startswith("template <") and "__global__" in lines[name - 1]
+    status, _, body = server.get("/chapters/foundations/compilation-and-machine-code")
+    assert status == 200
+    assert f"/source/kernels/cuda/norm_rope.cu#L{name - 1}-".encode() in body  # 1-based: the template line

@@ -113,3 +113,21 @@ TEST_CASE("book: percent decoding") {
     CHECK(!percent_decode("%00"));
     CHECK(!percent_decode("%g0"));
 }
+
+TEST_CASE("book: a symbol's lines start at its template and qualifier lines, not at its name") {
+    const std::string kernel = "// Adds.\n"                           // 1
+                               "template <bool Vec>\n"                 // 2
+                               "__global__ void __launch_bounds__(256)\n"  // 3
+                               "    add_kernel(float* x) {\n"           // 4
+                               "}\n"                                   // 5
+                               "int after(int a) { return a; }\n"      // 6
+                               "struct S {\n"                          // 7
+                               "public:\n"                             // 8
+                               "    void f();\n"                       // 9
+                               "};\n";                                 // 10
+    CHECK(declaration_start(kernel, 4) == 2);  // the template line, not the comment above it
+    CHECK(declaration_start(kernel, 6) == 6);  // after a closing brace
+    CHECK(declaration_start(kernel, 9) == 9);  // after an access label
+    CHECK(declaration_start(kernel, 1) == 1);
+    CHECK(declaration_start(kernel, 7) == 7);
+}
