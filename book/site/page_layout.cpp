@@ -1,5 +1,9 @@
 #include "book/site/page_layout.h"
 
+#include <algorithm>
+
+#include "book/site/heading_ids.h"
+
 #include "book/site/html.h"
 
 namespace minfer::book {
@@ -74,6 +78,30 @@ std::string PageLayout::head(std::string_view content) const {
     return h;
 }
 
+// "On this page": the h2 and h3 headings of a page with three or more h2s.
+std::string PageLayout::page_toc(std::string_view content) const {
+    const std::vector<Heading> outline = page_outline(content);
+    if (std::count_if(outline.begin(), outline.end(), [](const Heading& h) { return h.level == 2; }) < 3) return "";
+    std::string h = "<nav class=\"page-toc\" aria-label=\"On this page\"><details><summary>On this page</summary>\n<ol>\n";
+    bool nested = false;
+    for (size_t i = 0; i < outline.size(); ++i) {
+        const Heading& x = outline[i];
+        if (x.level == 3 && !nested) {
+            h += "<ol>\n";
+            nested = true;
+        } else if (x.level == 2 && nested) {
+            h += "</ol></li>\n";
+            nested = false;
+        } else if (i > 0) {
+            h += "</li>\n";
+        }
+        h += "<li><a href=\"#" + x.id + "\">" + x.text + "</a>";
+        if (x.level == 3) h += "</li>\n";
+    }
+    h += nested ? "</ol></li>\n" : (outline.empty() ? "" : "</li>\n");
+    return h + "</ol>\n</details></nav>";
+}
+
 std::string PageLayout::render(const PageFrame& page) const {
     const std::string title = page.path == "/" ? book_.title : page.title + " · " + book_.title;
     return fill_template(layout_, {{"title", html_escape(title)},
@@ -82,6 +110,7 @@ std::string PageLayout::render(const PageFrame& page) const {
                                    {"markdown_url", html_escape(markdown_url(page.path))},  // a 404's path is the client's
                                    {"book_title", html_escape(book_.title)},
                                    {"toc", toc(page.path)},
+                                   {"page_toc", page_toc(page.content)},
                                    {"content", page.content},
                                    {"pager", pager(page.path)}});
 }

@@ -25,6 +25,8 @@ public:
     PageLayout(const Book& book, std::string layout_html, bool figure_styles);
 
     std::string render(const PageFrame& page) const;
+    // The page's own table of contents (h2 and h3), when it has three h2s or more.
+    std::string page_toc(std::string_view content) const;
 
     // The .md twin of a page path ("/" -> "/index.md").
     static std::string markdown_url(std::string_view path);

@@ -539,3 +539,21 @@ def test_a_kernels_source_link_starts_at_its_template_line(server):
     status, _, body = server.get("/chapters/foundations/compilation-and-machine-code")
     assert status == 200
     assert f"/source/kernels/cuda/norm_rope.cu#L{name - 1}-".encode() in body  # 1-based: the template line
+
+
+def test_a_long_section_has_its_own_contents_and_permalinks(server):
+    """'On this page' lists the section's h2 headings, each a link to its anchor; every h2 of
+    the text has a permalink to itself; a short page has no such list."""
+    status, _, body = server.get("/chapters/distributed-inference/prefill-and-decode-disaggregation")
+    assert status == 200
+    page = body.decode()
+    nav = re.search(r'<nav class="page-toc" aria-label="On this page">(.*?)</nav>', page, re.S)
+    assert nav, "no page contents"
+    ids = re.findall(r'<h2 id="([^"]+)">', page)
+    assert len(ids) >= 3
+    assert re.findall(r'href="#([^"]+)"', nav.group(1))[:1] == ids[:1]
+    for i in ids:
+        assert f'href="#{i}"' in nav.group(1), i
+        assert f'<a class="permalink" href="#{i}"' in page, i
+    short = server.get("/privacy")[2].decode()
+    assert 'class="page-toc"' not in short or len(re.findall(r"<h2 ", short)) >= 3

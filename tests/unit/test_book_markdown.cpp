@@ -2,6 +2,8 @@
 // figure blocks, and whole-page rendering with src:, glossary: and page links.
 #include <doctest/doctest.h>
 
+#include "book/site/heading_ids.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -145,6 +147,25 @@ TEST_CASE("book: pages: headings get anchors, unique within the page") {
         "<h2 id=\"how-big-really\">",
         "<h2 id=\"how-big-really-2\">",
     });
+}
+
+TEST_CASE("book: pages: h2-h4 carry a permalink; the outline lists h2 and h3 with their text") {
+    TinyRepo repo;
+    const RenderedMarkdown r =
+        render("# Title\n\n## One *a* & b\n\n### Inner\n\n#### Deep\n\n## Two\n", repo);
+    check_has(r.html, {
+        "<h1 id=\"title\">Title</h1>",
+        "<h2 id=\"one-a-b\">One <em>a</em> &amp; b<a class=\"permalink\" href=\"#one-a-b\" aria-label=\"Link to this heading\">#</a></h2>",
+        "<h4 id=\"deep\">Deep<a class=\"permalink\" href=\"#deep\"",
+    });
+    const std::vector<Heading> outline = page_outline(r.html);
+    REQUIRE(outline.size() == 3);
+    CHECK(outline[0].level == 2);
+    CHECK(outline[0].id == "one-a-b");
+    CHECK(outline[0].text == "One a &amp; b");
+    CHECK(outline[1].level == 3);
+    CHECK(outline[1].id == "inner");
+    CHECK(outline[2].text == "Two");
 }
 
 TEST_CASE("book: pages: reference-style links are resolved in the twin too") {
