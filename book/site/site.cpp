@@ -1,5 +1,7 @@
 #include "book/site/site.h"
 
+#include <boost/json.hpp>
+
 #include <fstream>
 #include <spdlog/spdlog.h>
 #include <sstream>
@@ -11,6 +13,34 @@
 #include "book/site/symbols.h"
 
 namespace minfer::book {
+
+namespace {
+
+// A page's Markdown as plain words for the search index: link targets, code
+// fences' markers and Markdown's punctuation dropped, whitespace folded.
+std::string searchable_text(std::string_view markdown) {
+    std::string out;
+    out.reserve(markdown.size());
+    for (size_t i = 0; i < markdown.size(); ++i) {
+        const char c = markdown[i];
+        if (c == ']' && i + 1 < markdown.size() && markdown[i + 1] == '(') {  // [text](target): keep the text
+            const size_t close = markdown.find(')', i + 2);
+            if (close != std::string_view::npos) i = close;
+            continue;
+        }
+        const bool markup = c == '*' || c == '`' || c == '#' || c == '|' || c == '[' || c == '>' || c == '_';
+        const bool space = markup || c == '\n' || c == '\t' || c == '\r' || c == ' ';
+        if (space) {
+            if (!out.empty() && out.back() != ' ') out.push_back(' ');
+        } else {
+            out.push_back(c);
+        }
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+}
+
+}  // namespace
 
 namespace fs = std::filesystem;
 
@@ -76,7 +106,13 @@ Site::Site(const Book& book, const SourceTree& tree) : book_(book), tree_(tree) 
 void Site::add_page(const BookPage& page, bool in_full_text) {
     resources_[page.frame.path] = Resource{layout_->render(page.frame), "text/html; charset=utf-8"};
     resources_[PageLayout::markdown_url(page.frame.path)] = Resource{page.markdown, "text/markdown; charset=utf-8"};
-    if (in_full_text) documents_.emplace_back(page.frame.path, page.markdown);
+    if (in_full_text) {
+        documents_.emplace_back(page.frame.path, page.markdown);
+        search_index_.push_back(boost::json::object{
+            {"url", page.frame.path}, {"title", page.frame.title}, {"text", searchable_text(page.markdown)}});
+        resources_["/search-index.json"] =
+            Resource{boost::json::serialize(search_index_), "application/json; charset=utf-8"};
+    }
 }
 
 const Resource* Site::find(const std::string& path) const {

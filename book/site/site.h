@@ -4,6 +4,7 @@
 // (they depend on the file asked for, or on the Host).
 #pragma once
 
+#include <boost/json/array.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,7 @@ private:
     std::unique_ptr<PageLayout> layout_;
     ResourceMap resources_;
     std::vector<std::pair<std::string, std::string>> documents_;  // (path, twin) for llms-full.txt
+    boost::json::array search_index_;  // /search-index.json: {url, title, text} of the same pages
 };
 
 }  // namespace minfer::book

@@ -1,7 +1,8 @@
 // Learn Kernels: the little the pages need from JavaScript. Every page reads
 // fine without it; this adds typeset math (KaTeX), highlighted code
-// (highlight.js), the glossary filter, the marked line range of a source view,
-// and the interactive figures (book/figures/ID.js, mount(element, options)).
+// (highlight.js), the glossary filter, the site search, the marked line range
+// of a source view, and the interactive figures (book/figures/ID.js,
+// mount(element, options)).
 
 // Math: the renderer wrapped each formula, still written as TeX, in .math.
 function typesetMath() {
@@ -80,6 +81,64 @@ function setUpGlossaryFilter() {
   input.addEventListener("input", apply);
 }
 
+// Search: /search-index.json (every chapter, section and reference page as
+// plain words, written by the site and by `book build`) is fetched on the
+// first keystroke and searched here: a page matches when it holds every word
+// of the query; pages whose title holds them come first, then by matches.
+let searchIndex = null;
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+}
+
+function searchPages(index, query) {
+  const words = query.toLowerCase().split(/\s+/).filter((w) => w.length > 1);
+  if (!words.length) return [];
+  const results = [];
+  for (const page of index) {
+    const title = page.title.toLowerCase(), text = page.text.toLowerCase();
+    if (!words.every((w) => title.includes(w) || text.includes(w))) continue;
+    let count = 0;
+    for (const w of words) for (let at = text.indexOf(w); at >= 0; at = text.indexOf(w, at + w.length)) count++;
+    const inTitle = words.filter((w) => title.includes(w)).length;
+    const first = Math.max(0, text.indexOf(words[0]));
+    const from = Math.max(0, first - 80);
+    const excerpt = (from > 0 ? "…" : "") + page.text.slice(from, first + 160) + "…";
+    results.push({ page, score: inTitle * 1000 + count, excerpt });
+  }
+  return results.sort((a, b) => b.score - a.score).slice(0, 12);
+}
+
+function setUpSearch() {
+  const input = document.getElementById("site-search");
+  const panel = document.getElementById("search-results");
+  if (!input || !panel) return;
+  input.closest("form").hidden = false;
+  input.closest("form").addEventListener("submit", (event) => event.preventDefault());
+  const show = async () => {
+    const query = input.value.trim();
+    if (!query) { panel.hidden = true; return; }
+    try {
+      if (!searchIndex) searchIndex = await (await fetch("/search-index.json")).json();
+    } catch (error) {
+      panel.innerHTML = `<p>The search index could not be loaded.</p>`;
+      panel.hidden = false;
+      return;
+    }
+    const results = searchPages(searchIndex, query);
+    panel.innerHTML = results.length
+      ? `<p class="search-count">${results.length} page${results.length > 1 ? "s" : ""}</p><ol>` +
+        results.map((r) => `<li><a href="${escapeHtml(r.page.url)}">${escapeHtml(r.page.title)}</a>` +
+                            `<p>${escapeHtml(r.excerpt)}</p></li>`).join("") + "</ol>"
+      : `<p class="search-count">No page holds every word of “${escapeHtml(query)}”.</p>`;
+    panel.hidden = false;
+  };
+  input.addEventListener("input", show);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { input.value = ""; panel.hidden = true; }
+  });
+}
+
 // Figures: each module draws inside its <figure>, above the caption the page
 // already has (the caption is put back should a module clear the element).
 // A failure is shown in the figure, not logged to the console.
@@ -112,6 +171,7 @@ foldContentsOnNarrowScreens();
 typesetMath();
 highlightCode();
 setUpGlossaryFilter();
+setUpSearch();
 markSourceRange();
 window.addEventListener("hashchange", markSourceRange);
 mountFigures();

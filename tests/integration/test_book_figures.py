@@ -694,3 +694,30 @@ def test_disaggregation_load_draws_every_measurement(open_figure):
     f.click("0%")
     assert f.text(".lk-readout").startswith("At 0% long prompts")
     f.check_quiet()
+
+
+# ---- the site search -------------------------------------------------------------------------
+
+def test_site_search_finds_a_term_from_each_chapter(browser, base_url):
+    """The header's search box (site.js over /search-index.json) finds each chapter's first
+    section by its title's words, links to it, and says so when no page holds the words."""
+    book = json.loads((ROOT / "book/content/book.json").read_text())
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type in ("error", "warning") and errors.append(m.text))
+    page.goto(f"{base_url}/")
+    box = page.get_by_role("searchbox", name="Search the book")
+    for chapter in book["chapters"]:
+        section = chapter["sections"][0]
+        box.fill(section["title"])
+        results = page.locator("#search-results")
+        results.locator("li").first.wait_for(timeout=5000)
+        hrefs = results.locator("li > a").evaluate_all("links => links.map((a) => a.getAttribute('href'))")
+        assert f"/chapters/{chapter['slug']}/{section['slug']}" in hrefs[:3], (section["title"], hrefs)
+    box.fill("zzqx nothing-like-this")
+    assert "No page holds every word" in page.locator("#search-results").inner_text()
+    box.press("Escape")
+    assert page.locator("#search-results").is_hidden()
+    assert not errors, errors
+    page.close()
