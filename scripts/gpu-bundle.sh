@@ -32,6 +32,7 @@ PACKAGES=(
   libxxhash-dev                                         # header-only (XXH_INLINE_ALL): no libxxhash0
   libcmark-gfm-dev libcmark-gfm0.29.0.gfm.6 libcmark-gfm-extensions-dev libcmark-gfm-extensions0.29.0.gfm.6   # the book
   pkgconf pkgconf-bin libpkgconf3
+  zlib1g-dev                                            # the book's gzip (zlib1g itself is everywhere)
 )
 CHECK=0 PREBUILT=0
 for a in "$@"; do

@@ -16,6 +16,7 @@ PACKAGES=(
   python3 python3-venv              # test oracles live in a virtual environment
   libcmark-gfm-dev libcmark-gfm-extensions-dev   # the book: Markdown to HTML
   universal-ctags                   # the book: source links resolved to line ranges
+  zlib1g-dev                        # the book: gzip for text answers
   libjs-katex libjs-highlight.js    # the book: math and code highlighting, served from /usr/share/javascript
   chromium                          # the book's figures tested headless (with PyPI playwright)
 )

@@ -1,6 +1,7 @@
 #include "book/site/site_http.h"
 
 #include "book/site/api.h"
+#include "book/site/gzip.h"
 #include "book/site/http_util.h"
 
 namespace minfer::book {
@@ -26,15 +27,20 @@ std::string cache_control_for(std::string_view path) {
     return "no-cache";
 }
 
+// A text answer goes gzipped to a client that accepts it. The compressed
+// bytes are another representation, so they carry an ETag of their own.
 HttpResponse ok(const HttpRequest& req, std::string_view path, std::string body, std::string content_type) {
-    const std::string etag = strong_etag(body);
-    if (const auto inm = req.find(http::field::if_none_match); inm != req.end() && none_match_hits(inm->value(), etag)) {
-        HttpResponse res = make_response(http::status::not_modified, req.version(), "", content_type);
-        res.set(http::field::etag, etag);
-        res.set(http::field::cache_control, cache_control_for(path));
-        return res;
-    }
-    HttpResponse res = make_response(http::status::ok, req.version(), std::move(body), content_type);
+    const bool compressible = worth_gzip(content_type, body.size());
+    const bool compress = compressible && accepts_gzip(req);
+    std::string etag = strong_etag(body);
+    if (compress) etag.insert(etag.size() - 1, "-gzip");
+    HttpResponse res = [&] {
+        if (const auto inm = req.find(http::field::if_none_match); inm != req.end() && none_match_hits(inm->value(), etag))
+            return make_response(http::status::not_modified, req.version(), "", content_type);
+        return make_response(http::status::ok, req.version(), compress ? gzip(body) : std::move(body), content_type);
+    }();
+    if (compress) res.set(http::field::content_encoding, "gzip");
+    if (compressible) res.set(http::field::vary, "Accept-Encoding");
     res.set(http::field::etag, etag);
     res.set(http::field::cache_control, cache_control_for(path));
     return res;

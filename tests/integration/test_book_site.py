@@ -557,3 +557,23 @@ def test_a_long_section_has_its_own_contents_and_permalinks(server):
         assert f'<a class="permalink" href="#{i}"' in page, i
     short = server.get("/privacy")[2].decode()
     assert 'class="page-toc"' not in short or len(re.findall(r"<h2 ", short)) >= 3
+
+
+def test_text_answers_are_gzipped_for_clients_that_accept_it(server):
+    """gzip when Accept-Encoding allows it (its own ETag, Vary on every text answer); the same
+    bytes once inflated; plain for a client that refuses it or does not say."""
+    import gzip
+    plain_status, plain_headers, plain = server.request("GET", "/llms-full.txt")
+    assert plain_status == 200 and "content-encoding" not in plain_headers
+    assert plain_headers["vary"] == "Accept-Encoding"
+    status, headers, body = server.request("GET", "/llms-full.txt", headers={"Accept-Encoding": "gzip, br"})
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == plain and len(body) < len(plain) / 2
+    assert headers["etag"] != plain_headers["etag"]
+    status, headers, body = server.request("GET", "/llms-full.txt", headers={"Accept-Encoding": "gzip",
+                                                                             "If-None-Match": headers["etag"]})
+    assert status == 304 and body == b""
+    assert "content-encoding" not in server.request("GET", "/llms-full.txt",
+                                                    headers={"Accept-Encoding": "gzip;q=0, identity"})[1]
+    page_status, page_headers, page = server.request("GET", "/chapters/foundations", headers={"Accept-Encoding": "*"})
+    assert page_status == 200 and page_headers["content-encoding"] == "gzip" and b"<html" in gzip.decompress(page)
