@@ -88,7 +88,8 @@ std::string rewrite_prose_links(std::string_view text, LinkContext& links) {
 void render_html(std::string_view markdown, LinkContext& links, RenderedMarkdown& out) {
     cmark_gfm_core_extensions_ensure_registered();
     const ProtectedMath math = protect_math(markdown);
-    std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new(CMARK_OPT_DEFAULT));
+    // Footnotes ([^1] ... [^1]: source) carry a section's citations out of its sentences.
+    std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new(CMARK_OPT_DEFAULT | CMARK_OPT_FOOTNOTES));
     for (const char* name : {"table", "strikethrough", "autolink"})
         if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name))
             cmark_parser_attach_syntax_extension(parser.get(), ext);
@@ -131,7 +132,8 @@ void render_html(std::string_view markdown, LinkContext& links, RenderedMarkdown
         cmark_node_free(node);
     }
     // UNSAFE: the book's own HTML blocks (figures, excerpts) must pass through.
-    char* html = cmark_render_html(doc.get(), CMARK_OPT_UNSAFE, cmark_parser_get_syntax_extensions(parser.get()));
+    char* html = cmark_render_html(doc.get(), CMARK_OPT_UNSAFE | CMARK_OPT_FOOTNOTES,
+                                   cmark_parser_get_syntax_extensions(parser.get()));
     out.html = add_heading_ids(restore_math(html, math));
     cmark_get_default_mem_allocator()->free(html);
 }

@@ -168,6 +168,19 @@ TEST_CASE("book: pages: h2-h4 carry a permalink; the outline lists h2 and h3 wit
     CHECK(outline[2].text == "Two");
 }
 
+TEST_CASE("book: pages: footnotes carry citations to the end of the page, and back") {
+    TinyRepo repo;
+    const RenderedMarkdown r = render("A claim.[^zhong]\n\n[^zhong]: Zhong et al., [DistServe](https://arxiv.org/abs/2401.09670).\n",
+                                      repo);
+    check_has(r.html, {
+        "href=\"#fn-zhong\"",
+        "id=\"fn-zhong\"",
+        "href=\"https://arxiv.org/abs/2401.09670\"",
+        "href=\"#fnref-zhong\"",
+    });
+    CHECK(r.markdown.find("[^zhong]: Zhong et al.") != std::string::npos);  // the twin keeps Markdown's own syntax
+}
+
 TEST_CASE("book: pages: reference-style links are resolved in the twin too") {
     TinyRepo repo;
     const RenderedMarkdown r = render("See [the pool][p].\n\n[p]: src:src/pool.h#Pool\n", repo);
