@@ -577,3 +577,13 @@ def test_text_answers_are_gzipped_for_clients_that_accept_it(server):
                                                     headers={"Accept-Encoding": "gzip;q=0, identity"})[1]
     page_status, page_headers, page = server.request("GET", "/chapters/foundations", headers={"Accept-Encoding": "*"})
     assert page_status == 200 and page_headers["content-encoding"] == "gzip" and b"<html" in gzip.decompress(page)
+
+
+@pytest.mark.parametrize("chapter", ["foundations", "kernel-optimization", "inference-engines"])
+def test_chapters_end_with_problems_and_worked_answers(server, chapter):
+    status, _, body = server.get(f"/chapters/{chapter}")
+    page = body.decode()
+    assert status == 200 and '<h2 id="problems">' in page
+    problems = page[page.index('<h2 id="problems">'):]
+    assert problems.count("<details><summary>Answer</summary>") >= 4
+    assert len(re.findall(r"<strong>\d+\. ", problems)) == problems.count("<details><summary>Answer</summary>")
