@@ -13,6 +13,8 @@
 #include "book/site/book_index.h"
 #include "book/site/site.h"
 #include "book/site/site_http.h"
+#include "book/site/ask_ai.h"
+#include "server/bench/http_stream_client.h"
 #include "book/site/source_tree.h"
 #include "book/site/static_build.h"
 #include "cli/cli_common.h"
@@ -61,7 +63,14 @@ int book_serve(int argc, char** argv) {
         ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
         ("port", "port to listen on (0: any free port, printed at start)", cxxopts::value<int32_t>()->default_value("8080"))
         ("rate-limit", "API requests per minute per client address", cxxopts::value<double>()->default_value("60"))
-        ("rate-burst", "API requests a client may make at once", cxxopts::value<double>()->default_value("30"));
+        ("rate-burst", "API requests a client may make at once", cxxopts::value<double>()->default_value("30"))
+        ("ask-ai-url", "turn Ask AI on: the OpenAI-compatible server that answers readers' questions, e.g. a "
+                       "`minfer serve` at http://127.0.0.1:8000 (the privacy page says what is sent)",
+         cxxopts::value<std::string>())
+        ("ask-ai-model", "the `model` to ask for (default: the server's)", cxxopts::value<std::string>())
+        ("ask-ai-context-chars", "characters of the page's Markdown sent with a question",
+         cxxopts::value<int32_t>()->default_value("6000"))
+        ("ask-ai-max-tokens", "longest answer, in tokens", cxxopts::value<int32_t>()->default_value("256"));
     // clang-format on
     add_root_option(opts);
     const cxxopts::ParseResult args = parse_command(opts, argc, argv);
@@ -81,7 +90,20 @@ int book_serve(int argc, char** argv) {
     const book::SourceTree tree = book::SourceTree::scan(root);
     const book::Site site(book, tree);
     book::BookApi api(book, api_options);
-    book::SiteHandler handler(site, &api);
+    book::AskAiOptions ask_options;
+    if (args.count("ask-ai-url")) {
+        ask_options.url = args["ask-ai-url"].as<std::string>();
+        try {
+            bench::parse_url(ask_options.url);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(std::string("--ask-ai-url: ") + e.what());
+        }
+    }
+    if (args.count("ask-ai-model")) ask_options.model = args["ask-ai-model"].as<std::string>();
+    ask_options.context_chars = size_t(int_option(args, "ask-ai-context-chars", 1, 1 << 20));
+    ask_options.max_tokens = int_option(args, "ask-ai-max-tokens", 1, 1 << 16);
+    const book::AskAi ask(book, site, ask_options);
+    book::SiteHandler handler(site, &api, &ask);
 
     asio::io_context io;
     HttpLimits limits;

@@ -1,6 +1,7 @@
 #include "book/site/site_http.h"
 
 #include "book/site/api.h"
+#include "book/site/ask_ai.h"
 #include "book/site/gzip.h"
 #include "book/site/http_util.h"
 
@@ -102,6 +103,10 @@ HttpResponse SiteHandler::respond(const HttpRequest& req) const {
 }
 
 asio::awaitable<void> SiteHandler::handle(const HttpRequest& request, HttpResponder& responder) {
+    if (ask_ && target_path(request.target()) == "/api/ask") {
+        co_await ask_->handle(request, responder);
+        co_return;
+    }
     if (api_) {
         if (std::optional<HttpResponse> answer = api_->handle(request, responder.remote_address())) {
             co_await responder.send(std::move(*answer));

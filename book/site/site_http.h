@@ -9,12 +9,13 @@
 
 namespace minfer::book {
 
+class AskAi;
 class BookApi;
 
 class SiteHandler {
 public:
-    // `api` may be null (the site alone).
-    SiteHandler(const Site& site, BookApi* api) : site_(site), api_(api) {}
+    // `api` and `ask` may be null (the site alone; no /api/ask).
+    SiteHandler(const Site& site, BookApi* api, const AskAi* ask = nullptr) : site_(site), api_(api), ask_(ask) {}
 
     asio::awaitable<void> handle(const HttpRequest& request, HttpResponder& responder);
 
@@ -24,6 +25,7 @@ public:
 private:
     const Site& site_;
     BookApi* api_;
+    const AskAi* ask_;
 };
 
 // A plain-text answer for requests the HTTP layer refuses (malformed, too large).

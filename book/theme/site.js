@@ -139,6 +139,87 @@ function setUpSearch() {
   });
 }
 
+// Ask AI: a question about the page goes to /api/ask, which sends it with
+// the page's text to the answering server the book's server was started with
+// (--ask-ai-url), and streams the answer back with the sources it used.
+// Without one (or in a static copy of the site) the panel says so.
+function setUpAskAi() {
+  const open = document.getElementById("ask-ai-open");
+  const panel = document.getElementById("ask-ai");
+  if (!open || !panel) return;
+  const form = document.getElementById("ask-ai-form");
+  const question = document.getElementById("ask-ai-question");
+  const note = document.getElementById("ask-ai-note");
+  const answer = document.getElementById("ask-ai-answer");
+  const sources = document.getElementById("ask-ai-sources");
+  open.hidden = false;
+  let info = null;
+  open.addEventListener("click", async () => {
+    panel.hidden = false;
+    question.focus();
+    if (!info) {
+      try {
+        const r = await fetch("/api/ask");
+        info = r.ok ? await r.json() : { enabled: false };
+      } catch (error) {
+        info = { enabled: false };
+      }
+      note.textContent = info.enabled
+        ? `Your question is sent with ${info.sends.slice(1).join(" and ")} to the answering server this site was started with (see the privacy page).`
+        : "Ask AI is off here: it needs the book's own server started with --ask-ai-url (for instance a minfer serve you run).";
+      form.querySelector('button[type="submit"]').disabled = !info.enabled;
+    }
+  });
+  document.getElementById("ask-ai-close").addEventListener("click", () => { panel.hidden = true; });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = question.value.trim();
+    if (!text || !info || !info.enabled) return;
+    answer.textContent = "";
+    sources.replaceChildren();
+    answer.setAttribute("aria-busy", "true");
+    try {
+      const response = await fetch("/api/ask", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ page: location.pathname, question: text }),
+      });
+      if (!response.ok) {
+        answer.textContent = (await response.json()).error || `The server answered ${response.status}.`;
+        return;
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const line = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+          const message = JSON.parse(line.slice(6));
+          if (message.delta) answer.textContent += message.delta;
+          if (message.error) answer.textContent += ` (${message.error})`;
+          for (const source of message.sources || []) {
+            const link = document.createElement("a");
+            link.href = source.url;
+            link.textContent = source.title;
+            const item = document.createElement("li");
+            item.append(link);
+            sources.append(item);
+          }
+        }
+      }
+    } catch (error) {
+      answer.textContent = `The question could not be sent: ${error.message}`;
+    } finally {
+      answer.removeAttribute("aria-busy");
+    }
+  });
+}
+
 // Figures: each module draws inside its <figure>, above the caption the page
 // already has (the caption is put back should a module clear the element).
 // A failure is shown in the figure, not logged to the console.
@@ -172,6 +253,7 @@ typesetMath();
 highlightCode();
 setUpGlossaryFilter();
 setUpSearch();
+setUpAskAi();
 markSourceRange();
 window.addEventListener("hashchange", markSourceRange);
 mountFigures();
