@@ -1,5 +1,7 @@
 #include "book/site/pages.h"
 
+#include <map>
+
 #include "book/site/html.h"
 
 #include <utility>
@@ -47,6 +49,7 @@ std::vector<std::string> page_paths(const Book& book) {
         for (const Section& s : c.sections) paths.push_back(section_path(c, s));
     }
     paths.push_back("/chapters/glossary");
+    for (const GlossaryEntry& g : book.glossary) paths.push_back(glossary_term_path(g));
     paths.push_back("/chapters/reading");
     for (const Page& p : book.pages) paths.push_back("/" + p.slug);
     return paths;
@@ -97,37 +100,131 @@ BookPage PageBuilder::section(const Chapter& c, const Section& s) {
     return p;
 }
 
+namespace {
+
+// A page of the book and the text that may link a glossary term.
+struct TermUse {
+    const Chapter* chapter;
+    const Section* section;  // null: the chapter's overview
+};
+
+// Where each glossary term is used: the pages whose Markdown links
+// glossary:ID, in reading order.
+std::map<std::string, std::vector<TermUse>> glossary_uses(const Book& book) {
+    std::map<std::string, std::vector<TermUse>> uses;
+    auto scan = [&](const std::string& markdown, TermUse where) {
+        for (size_t at = markdown.find("(glossary:"); at != std::string::npos;
+             at = markdown.find("(glossary:", at + 10)) {
+            const size_t end = markdown.find_first_of(")#", at + 10);
+            if (end == std::string::npos) break;
+            std::vector<TermUse>& list = uses[markdown.substr(at + 10, end - at - 10)];
+            if (list.empty() || list.back().chapter != where.chapter || list.back().section != where.section)
+                list.push_back(where);
+        }
+    };
+    for (const Chapter& c : book.chapters) {
+        scan(c.markdown, {&c, nullptr});
+        for (const Section& s : c.sections) scan(s.markdown, {&c, &s});
+    }
+    return uses;
+}
+
+std::string use_path(const TermUse& u) { return u.section ? section_path(*u.chapter, *u.section) : chapter_path(*u.chapter); }
+std::string use_title(const TermUse& u) {
+    return u.section ? u.section->title : std::to_string(u.chapter->number) + ". " + u.chapter->title;
+}
+
+}  // namespace
+
+std::string glossary_term_path(const GlossaryEntry& g) { return "/chapters/glossary/" + g.id; }
+
+// The glossary, grouped by layer: a term sits under the chapter that first
+// uses it (the chapters go from one thread up to a serving cluster); terms
+// no page uses yet come last. Each term also has a page of its own.
 BookPage PageBuilder::glossary() {
     BookPage p = titled_page("/chapters/glossary", "Glossary", "Every term the book uses, with a short definition.");
     std::string& h = p.frame.content;
     h = "<h1>Glossary</h1>\n"
         "<p class=\"glossary-search\" hidden><label>Filter terms <input type=\"search\" id=\"glossary-filter\" "
-        "autocomplete=\"off\"></label> <span id=\"glossary-count\" aria-live=\"polite\"></span></p>\n"
-        "<dl class=\"glossary\">\n";
+        "autocomplete=\"off\"></label> <span id=\"glossary-count\" aria-live=\"polite\"></span></p>\n";
     p.markdown = "# Glossary\n\n";
+    const std::map<std::string, std::vector<TermUse>> uses = glossary_uses(book_);
+    std::vector<std::pair<std::string, std::vector<const GlossaryEntry*>>> groups;
+    for (const Chapter& c : book_.chapters) groups.push_back({std::to_string(c.number) + ". " + c.title, {}});
+    groups.push_back({"Not yet used in a section", {}});
     for (const GlossaryEntry& g : book_.glossary) {
-        const RenderedMarkdown def = render(g.definition, "book/content/glossary.json (" + g.id + ")");
-        h += "<div class=\"glossary-entry\" id=\"" + g.id + "\">\n<dt><a href=\"#" + g.id + "\">" + html_escape(g.term) +
-             "</a></dt>\n<dd>" + def.html;
-        p.markdown += "## " + g.term + "\n\n" + def.markdown + "\n";
-        if (!g.see_also.empty()) {
-            h += "<p class=\"see-also\">See also: ";
-            p.markdown += "See also: ";
-            for (size_t i = 0; i < g.see_also.size(); ++i) {
-                const GlossaryEntry* other = nullptr;
-                for (const GlossaryEntry& o : book_.glossary)
-                    if (o.id == g.see_also[i]) other = &o;
-                const std::string sep = i ? ", " : "";
-                h += sep + "<a href=\"#" + g.see_also[i] + "\">" + html_escape(other->term) + "</a>";
-                p.markdown += sep + "[" + other->term + "](/chapters/glossary#" + g.see_also[i] + ")";
+        const auto it = uses.find(g.id);
+        const size_t group = it == uses.end() || it->second.empty() ? book_.chapters.size()
+                                                                    : size_t(it->second.front().chapter - book_.chapters.data());
+        groups[group].second.push_back(&g);
+    }
+    for (const auto& [title, entries] : groups) {
+        if (entries.empty()) continue;
+        h += "<section class=\"glossary-group\">\n<h2>" + html_escape(title) + "</h2>\n<dl class=\"glossary\">\n";
+        p.markdown += "## " + title + "\n\n";
+        for (const GlossaryEntry* g : entries) {
+            const RenderedMarkdown def = render(g->definition, "book/content/glossary.json (" + g->id + ")");
+            h += "<div class=\"glossary-entry\" id=\"" + g->id + "\">\n<dt><a href=\"" + glossary_term_path(*g) + "\">" +
+                 html_escape(g->term) + "</a></dt>\n<dd>" + def.html;
+            p.markdown += "### [" + g->term + "](" + glossary_term_path(*g) + ")\n\n" + def.markdown + "\n";
+            if (!g->see_also.empty()) {
+                h += "<p class=\"see-also\">See also: ";
+                p.markdown += "See also: ";
+                for (size_t i = 0; i < g->see_also.size(); ++i) {
+                    const GlossaryEntry* other = nullptr;
+                    for (const GlossaryEntry& o : book_.glossary)
+                        if (o.id == g->see_also[i]) other = &o;
+                    const std::string sep = i ? ", " : "";
+                    h += sep + "<a href=\"#" + g->see_also[i] + "\">" + html_escape(other->term) + "</a>";
+                    p.markdown += sep + "[" + other->term + "](/chapters/glossary#" + g->see_also[i] + ")";
+                }
+                h += "</p>";
+                p.markdown += "\n";
             }
-            h += "</p>";
+            h += "</dd>\n</div>\n";
             p.markdown += "\n";
         }
-        h += "</dd>\n</div>\n";
+        h += "</dl>\n</section>\n";
+    }
+    return p;
+}
+
+// One term: its definition, the terms beside it, and every page that uses it.
+BookPage PageBuilder::glossary_term(const GlossaryEntry& g) {
+    BookPage p = titled_page(glossary_term_path(g), g.term, "The glossary's entry for " + g.term + ".");
+    std::string& h = p.frame.content;
+    const RenderedMarkdown def = render(g.definition, "book/content/glossary.json (" + g.id + ")");
+    h = "<h1>" + html_escape(g.term) + "</h1>\n" + def.html;
+    p.markdown = "# " + g.term + "\n\n" + def.markdown + "\n";
+    if (!g.see_also.empty()) {
+        h += "<h2>See also</h2>\n<ul>\n";
+        p.markdown += "## See also\n\n";
+        for (const std::string& id : g.see_also)
+            for (const GlossaryEntry& o : book_.glossary)
+                if (o.id == id) {
+                    h += "<li><a href=\"" + glossary_term_path(o) + "\">" + html_escape(o.term) + "</a></li>\n";
+                    p.markdown += "- [" + o.term + "](" + glossary_term_path(o) + ")\n";
+                }
+        h += "</ul>\n";
         p.markdown += "\n";
     }
-    h += "</dl>\n";
+    const std::map<std::string, std::vector<TermUse>> uses = glossary_uses(book_);
+    const auto it = uses.find(g.id);
+    h += "<h2>Used in</h2>\n";
+    p.markdown += "## Used in\n\n";
+    if (it == uses.end() || it->second.empty()) {
+        h += "<p>No section links this term yet.</p>\n";
+        p.markdown += "No section links this term yet.\n";
+    } else {
+        h += "<ul class=\"term-uses\">\n";
+        for (const TermUse& u : it->second) {
+            h += "<li><a href=\"" + use_path(u) + "\">" + html_escape(use_title(u)) + "</a></li>\n";
+            p.markdown += "- [" + use_title(u) + "](" + use_path(u) + ")\n";
+        }
+        h += "</ul>\n";
+    }
+    h += "<p><a href=\"/chapters/glossary#" + g.id + "\">The whole glossary</a></p>\n";
+    p.markdown += "\n[The whole glossary](/chapters/glossary#" + g.id + ")\n";
     return p;
 }
 

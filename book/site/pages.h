@@ -25,6 +25,7 @@ public:
     BookPage chapter(const Chapter& c);
     BookPage section(const Chapter& c, const Section& s);
     BookPage glossary();
+    BookPage glossary_term(const GlossaryEntry& entry);
     BookPage reading();
     BookPage page(const Page& p);
     // A page with just the figure (its spec from the first block that used it).
@@ -43,5 +44,7 @@ private:
 
 // The site paths of every page above except figures, in reading order.
 std::vector<std::string> page_paths(const Book& book);
+// A glossary term's own page: /chapters/glossary/ID.
+std::string glossary_term_path(const GlossaryEntry& entry);
 
 }  // namespace minfer::book

@@ -87,6 +87,7 @@ Site::Site(const Book& book, const SourceTree& tree) : book_(book), tree_(tree) 
         for (const Section& s : c.sections) add_page(pages.section(c, s), true);
     }
     add_page(pages.glossary(), true);
+    for (const GlossaryEntry& g : book.glossary) add_page(pages.glossary_term(g), false);
     add_page(pages.reading(), true);
     for (const Page& p : book.pages) add_page(pages.page(p), true);
 

@@ -587,3 +587,44 @@ def test_chapters_end_with_problems_and_worked_answers(server, chapter):
     problems = page[page.index('<h2 id="problems">'):]
     assert problems.count("<details><summary>Answer</summary>") >= 4
     assert len(re.findall(r"<strong>\d+\. ", problems)) == problems.count("<details><summary>Answer</summary>")
+
+
+def term_uses():
+    """Each glossary id: the pages (path, chapter index) whose Markdown links glossary:ID, in reading order."""
+    uses = {}
+    for i, c in enumerate(BOOK["chapters"]):
+        pages = [(chapter_path(c), CONTENT / c["slug"] / "index.md")]
+        pages += [(section_path(c, s), CONTENT / c["slug"] / f"{s['slug']}.md") for s in c["sections"]]
+        for path, md in pages:
+            for gid in dict.fromkeys(re.findall(r"\(glossary:([\w-]+)", md.read_text())):
+                uses.setdefault(gid, []).append((path, i))
+    return uses
+
+
+def test_glossary_is_grouped_by_the_chapter_that_first_uses_each_term(server):
+    uses = term_uses()
+    page = server.get("/chapters/glossary")[2].decode()
+    groups = re.findall(r'<section class="glossary-group">\n<h2>(.*?)</h2>(.*?)</section>', page, re.S)
+    titles = [f"{c['number']}. {c['title']}" for c in BOOK["chapters"]] + ["Not yet used in a section"]
+    assert [t for t, _ in groups] == [t for t in titles if any(t == g for g, _ in groups)]
+    placed = {}
+    for title, body in groups:
+        for gid in re.findall(r'<div class="glossary-entry" id="([\w-]+)">', body):
+            placed[gid] = title
+    assert set(placed) == {g["id"] for g in GLOSSARY}
+    for g in GLOSSARY:
+        want = titles[uses[g["id"]][0][1]] if g["id"] in uses else titles[-1]
+        assert placed[g["id"]] == want, g["id"]
+
+
+def test_every_glossary_term_has_a_page_that_links_back_to_its_uses(server):
+    uses = term_uses()
+    for g in GLOSSARY:
+        status, _, body = server.get(f"/chapters/glossary/{g['id']}")
+        assert status == 200, g["id"]
+        page = body.decode()
+        assert re.search(r"<h1[^>]*>", page) and g["term"].split()[0] in page
+        listed = re.findall(r'<ul class="term-uses">(.*?)</ul>', page, re.S)
+        links = re.findall(r'href="([^"]+)"', listed[0]) if listed else []
+        assert links == [path for path, _ in uses.get(g["id"], [])], g["id"]
+        assert server.get(f"/chapters/glossary/{g['id']}.md")[0] == 200
