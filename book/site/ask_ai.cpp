@@ -23,12 +23,7 @@ constexpr size_t kMaxQuestionChars = 2000;
 constexpr auto kAnswerTimeout = std::chrono::seconds(120);
 
 HttpResponse json_answer(const HttpRequest& req, http::status status, const json::object& body) {
-    HttpResponse res{status, req.version()};
-    res.set(http::field::content_type, "application/json");
-    res.set(http::field::cache_control, "no-store");
-    res.body() = json::serialize(body);
-    res.prepare_payload();
-    return res;
+    return no_store_json(req, status, body);
 }
 
 // The page at `path`: its title, or nullopt when the book has no such page.

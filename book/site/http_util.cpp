@@ -1,6 +1,8 @@
 #include "book/site/trim.h"
 #include "book/site/http_util.h"
 
+#include <boost/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -125,6 +127,15 @@ std::string strong_etag(std::string_view body) {
     char hex[24];
     std::snprintf(hex, sizeof hex, "\"%016llx\"", static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
     return hex;
+}
+
+HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body) {
+    HttpResponse res{status, request.version()};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.body() = boost::json::serialize(body);
+    res.prepare_payload();
+    return res;
 }
 
 }  // namespace minfer::book

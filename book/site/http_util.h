@@ -3,6 +3,7 @@
 // sends back.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ bool none_match_hits(std::string_view if_none_match, std::string_view etag);
 
 // `s` with A-Z lowered (header names, media types, hosts; UTF-8 passes unchanged).
 std::string ascii_lower(std::string_view s);
+
+// A JSON answer that no cache may keep (MCP's and Ask AI's: each is for one request).
+HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body);
 
 // A strong ETag for `body`: a quoted 64-bit xxh3 hash in hex.
 std::string strong_etag(std::string_view body);

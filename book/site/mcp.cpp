@@ -73,12 +73,7 @@ std::optional<std::string_view> header(const HttpRequest& req, std::string_view 
 }
 
 HttpResponse answer(const HttpRequest& req, http::status status, const json::object& body) {
-    HttpResponse res{status, req.version()};
-    res.set(http::field::content_type, "application/json");
-    res.set(http::field::cache_control, "no-store");
-    res.body() = json::serialize(body);
-    res.prepare_payload();
-    return res;
+    return no_store_json(req, status, body);
 }
 
 HttpResponse error_answer(const HttpRequest& req, http::status status, const json::value& id, const RpcError& e) {
