@@ -402,7 +402,7 @@ TEST_CASE("mcp: the handshake revisions: initialize negotiates, then tools/list,
         CHECK(t.at("outputSchema").at("type") == "object");
         CHECK(t.at("description").as_string().size() > 0);
     }
-    CHECK(names == std::vector<std::string>{"list_chapters", "get_chapter", "search_glossary"});
+    CHECK(names == std::vector<std::string>{"list_chapters", "get_chapter", "search_glossary", "get_section", "search"});
     CHECK_FALSE(listed.contains("resultType"));  // a 2026-07-28 field only
 
     json::object chapters = result_of(m.rpc("tools/call", tool_args("list_chapters", {}), {v}));
@@ -451,7 +451,7 @@ TEST_CASE("mcp: 2026-07-28 is stateless: server/discover, and every request carr
     CHECK(discover.at("_meta").at("io.modelcontextprotocol/serverInfo").at("name") == "minfer-book");
 
     json::object listed = result_of(m.stateless("tools/list"));
-    CHECK(listed.at("tools").as_array().size() == 3);
+    CHECK(listed.at("tools").as_array().size() == 5);
     CHECK(listed.at("resultType") == "complete");
     json::object called = result_of(m.stateless("tools/call", tool_args("get_chapter", {{"slug", "foundations"}})));
     CHECK(called.at("resultType") == "complete");
