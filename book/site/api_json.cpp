@@ -4,19 +4,21 @@ namespace minfer::book {
 
 namespace json = boost::json;
 
+json::object section_json(const Chapter& chapter, const Section& s) {
+    const std::string url = section_path(chapter, s);
+    return {
+        {"slug", s.slug},
+        {"title", s.title},
+        {"summary", s.summary},
+        {"status", s.written ? "written" : "in-preparation"},
+        {"url", url},
+        {"markdown_url", url + ".md"},
+    };
+}
+
 json::object chapter_json(const Chapter& chapter, bool with_markdown) {
     json::array sections;
-    for (const Section& s : chapter.sections) {
-        const std::string url = section_path(chapter, s);
-        sections.push_back(json::object{
-            {"slug", s.slug},
-            {"title", s.title},
-            {"summary", s.summary},
-            {"status", s.written ? "written" : "in-preparation"},
-            {"url", url},
-            {"markdown_url", url + ".md"},
-        });
-    }
+    for (const Section& s : chapter.sections) sections.push_back(section_json(chapter, s));
     const std::string url = chapter_path(chapter);
     json::object out{
         {"number", chapter.number},

@@ -13,6 +13,9 @@ namespace minfer::book {
 // plus "markdown" (the overview's source) when with_markdown.
 boost::json::object chapter_json(const Chapter& chapter, bool with_markdown);
 
+// One of those sections: {"slug","title","summary","status","url","markdown_url"}.
+boost::json::object section_json(const Chapter& chapter, const Section& section);
+
 // {"version":"v1","chapters":[chapter_json(c, false)...]}
 boost::json::object chapters_json(const Book& book);
 

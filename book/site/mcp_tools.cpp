@@ -191,15 +191,10 @@ json::object BookTools::get_section(const std::string& slug) const {
     for (const Chapter& c : book_.chapters)
         for (const Section& s : c.sections) {
             if (s.slug != slug) continue;
-            const std::string url = section_path(c, s);
-            return success({{"chapter", c.slug},
-                            {"slug", s.slug},
-                            {"title", s.title},
-                            {"summary", s.summary},
-                            {"status", s.written ? "written" : "in-preparation"},
-                            {"url", url},
-                            {"markdown_url", url + ".md"},
-                            {"markdown", s.markdown}});
+            json::object out = section_json(c, s);
+            out["chapter"] = c.slug;
+            out["markdown"] = s.markdown;
+            return success(std::move(out));
         }
     return failure("No section has the slug \"" + slug + "\". list_chapters gives every section's slug.");
 }

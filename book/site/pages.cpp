@@ -102,12 +102,6 @@ BookPage PageBuilder::section(const Chapter& c, const Section& s) {
 
 namespace {
 
-// A page of the book and the text that may link a glossary term.
-struct TermUse {
-    const Chapter* chapter;
-    const Section* section;  // null: the chapter's overview
-};
-
 // Where each glossary term is used: the pages whose Markdown links
 // glossary:ID, in reading order.
 std::map<std::string, std::vector<TermUse>> glossary_uses(const Book& book) {
@@ -136,6 +130,11 @@ std::string use_title(const TermUse& u) {
 
 }  // namespace
 
+const std::map<std::string, std::vector<TermUse>>& PageBuilder::term_uses() {
+    if (!term_uses_) term_uses_ = glossary_uses(book_);
+    return *term_uses_;
+}
+
 std::string glossary_term_path(const GlossaryEntry& g) { return "/chapters/glossary/" + g.id; }
 
 // The glossary, grouped by layer: a term sits under the chapter that first
@@ -148,7 +147,7 @@ BookPage PageBuilder::glossary() {
         "<p class=\"glossary-search\" hidden><label>Filter terms <input type=\"search\" id=\"glossary-filter\" "
         "autocomplete=\"off\"></label> <span id=\"glossary-count\" aria-live=\"polite\"></span></p>\n";
     p.markdown = "# Glossary\n\n";
-    const std::map<std::string, std::vector<TermUse>> uses = glossary_uses(book_);
+    const std::map<std::string, std::vector<TermUse>>& uses = term_uses();
     std::vector<std::pair<std::string, std::vector<const GlossaryEntry*>>> groups;
     for (const Chapter& c : book_.chapters) groups.push_back({std::to_string(c.number) + ". " + c.title, {}});
     groups.push_back({"Not yet used in a section", {}});
@@ -208,7 +207,7 @@ BookPage PageBuilder::glossary_term(const GlossaryEntry& g) {
         h += "</ul>\n";
         p.markdown += "\n";
     }
-    const std::map<std::string, std::vector<TermUse>> uses = glossary_uses(book_);
+    const std::map<std::string, std::vector<TermUse>>& uses = term_uses();
     const auto it = uses.find(g.id);
     h += "<h2>Used in</h2>\n";
     p.markdown += "## Used in\n\n";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "book/site/book_index.h"
@@ -15,6 +16,12 @@ namespace minfer::book {
 struct BookPage {
     PageFrame frame;
     std::string markdown;  // the .md twin
+};
+
+// A page that links a glossary term: a section, or a chapter's overview (section null).
+struct TermUse {
+    const Chapter* chapter;
+    const Section* section;
 };
 
 class PageBuilder {
@@ -36,10 +43,13 @@ public:
 
 private:
     RenderedMarkdown render(std::string_view markdown, const std::string& page);
+    // Each glossary id's pages, in reading order: read from the book once, for the glossary and every term page.
+    const std::map<std::string, std::vector<TermUse>>& term_uses();
 
     const Book& book_;
     LinkContext& links_;
     std::map<std::string, FigureSpec> figures_;
+    std::optional<std::map<std::string, std::vector<TermUse>>> term_uses_;
 };
 
 // The site paths of every page above except figures, in reading order.

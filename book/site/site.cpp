@@ -102,6 +102,7 @@ Site::Site(const Book& book, const SourceTree& tree) : book_(book), tree_(tree) 
         else spec.id = spec.title = id;
         add_page(pages.figure(spec), false);
     }
+    resources_["/search-index.json"] = Resource{boost::json::serialize(search_index_), "application/json; charset=utf-8"};
 }
 
 void Site::add_page(const BookPage& page, bool in_full_text) {
@@ -111,8 +112,6 @@ void Site::add_page(const BookPage& page, bool in_full_text) {
         documents_.emplace_back(page.frame.path, page.markdown);
         search_index_.push_back(boost::json::object{
             {"url", page.frame.path}, {"title", page.frame.title}, {"text", searchable_text(page.markdown)}});
-        resources_["/search-index.json"] =
-            Resource{boost::json::serialize(search_index_), "application/json; charset=utf-8"};
     }
 }
 
