@@ -137,8 +137,12 @@ def test_bench_collectives():
 
 
 # An rsh agent for Open MPI that "logs in" to any host name by running the command on this machine.
+# Each "host" gets its own temporary directory: the daemons of two hosts keep their session
+# directories (and the hwloc topology they write there) under the same host name, and sharing one
+# made them race on mkdir and crash writing the topology.
 FAKE_SSH = """#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+TMPDIR="$TMPDIR/$1"; export TMPDIR; mkdir -p "$TMPDIR"
 shift
 exec /bin/sh -c "$*"
 """
@@ -156,16 +160,16 @@ def test_generate_over_two_hosts_on_loopback(tmp_path):
     io = ["--input", tmp_path / "in.jsonl"]
     one = minfer("generate", *io, "--output", tmp_path / "one.jsonl")
     assert one.returncode == 0, one.stderr
-    # Its own session directory: the two "nodes" are one machine, and another job's would be beside it.
+    # Session directories of its own (another job's would be beside them), one per "node" (FAKE_SSH).
     (tmp_path / "ompi").mkdir()
+    env = {**ENV, "TMPDIR": str(tmp_path / "ompi")}
     hosts = [MPIRUN, "-np", "2", "--hostfile", str(tmp_path / "hosts"), "--mca", "plm_rsh_agent", str(agent),
-             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
-             "--mca", "orte_tmpdir_base", str(tmp_path / "ompi")]
-    where = subprocess.run([*hosts, "sh", "-c", "echo $OMPI_COMM_WORLD_LOCAL_SIZE"], env=ENV, capture_output=True,
+             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+    where = subprocess.run([*hosts, "sh", "-c", "echo $OMPI_COMM_WORLD_LOCAL_SIZE"], env=env, capture_output=True,
                            text=True, timeout=60)
     assert where.stdout.split() == ["1", "1"], where.stdout + where.stderr  # one rank a node
     split = subprocess.run([*hosts, minfer_bin(), "generate", *map(str, io), "--output", str(tmp_path / "tp.jsonl"),
-                            "-tp", "2"], env=ENV, capture_output=True, text=True, timeout=120)
+                            "-tp", "2"], env=env, capture_output=True, text=True, timeout=120)
     assert split.returncode == 0, split.stderr
     a, b = results(tmp_path / "one.jsonl"), results(tmp_path / "tp.jsonl")
     assert [c["token_ids"] for x in a for c in x["choices"]] == [c["token_ids"] for x in b for c in x["choices"]]
