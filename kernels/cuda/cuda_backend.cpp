@@ -53,14 +53,21 @@ struct CudaWeight final : PackedWeight {
     ~CudaWeight() override { cudaFree(data); }
 };
 
-// Dense F16/BF16 matmuls of this many rows or fewer take gemv.cu's GEMV, which
-// reads fp32 activations (no conversion launch) and streams the weights at 64-88%
-// of HBM bandwidth on Llama-3-8B's shapes at one row; at 8 rows it took 39 µs
-// for q/o (4096 x 4096) and 125 µs for down (4096 x 14336), where cuBLASLt's
-// 64-row GEMMs take 13 and 33 µs, so more rows go to cuBLASLt. (A tensor-core
-// GEMV for 2 to 8 rows beat cuBLASLt on q/o but lost on gate/up, down and the
-// LM head: PERFLOG, 2026-12-06.)
-constexpr int32_t kDenseGemvMaxRows = 1;
+// Dense F16/BF16 matmuls of a few rows take gemv.cu's GEMV, which reads fp32
+// activations (no conversion launch) and streams the weights at 64-88% of HBM
+// bandwidth on Llama-3-8B's shapes at one row; more rows go to cuBLASLt. Where
+// the line lies, `minfer_gpu_ops --bench-gemv` on an H100 (µs, GEMV against
+// cuBLASLt): at 2 rows the GEMV wins on every shape (k/v 9.7 / 19.0, q/o 14.2 /
+// 20.9, q/k/v 19.1 / 24.2, gate/up 41.7 / 44.2, down 43.1 / 45.6, LM head 336 /
+// 367); at 3 to 5 rows only on the LM head (340-355 / 367-369): activations
+// re-read per feature group cost the smaller matrices more than cuBLASLt's tiles.
+// (At 8 rows it took 39 µs for q/o and 125 µs for down; a tensor-core GEMV for
+// 2 to 8 rows lost on gate/up, down and the LM head: PERFLOG, 2026-12-06.)
+constexpr int32_t kDenseGemvMaxRows = 2;
+constexpr int32_t kWideGemvMinFeatures = 32768, kWideGemvMaxRows = 5;  // vocabulary-sized: the LM head
+bool dense_gemv_takes(int32_t rows, int64_t features) {
+    return rows <= kDenseGemvMaxRows || (features >= kWideGemvMinFeatures && rows <= kWideGemvMaxRows);
+}
 
 // The quantized types kept quantized on the device.
 std::optional<cuda::QType> quant_type_of(GGMLType t) {
@@ -398,7 +405,7 @@ public:
         } else if (w.quant) {
             cuda::launch_quant_to_bf16(*w.quant, w.data, int32_t(w.rows), int32_t(w.cols), w.ld, scratch_, stream_);
             gemm_->run(x, rows, w.cols, scratch_, DType::BF16, w.rows, w.ld, out, bf16_copy_of(x, rows, w));
-        } else if (w.dtype != DType::F32 && rows <= kDenseGemvMaxRows) {
+        } else if (w.dtype != DType::F32 && dense_gemv_takes(rows, w.rows)) {
             cuda::launch_dense_gemv(x, rows, int32_t(w.cols), w.data, w.dtype, w.ld, int32_t(w.rows), out, stream_);
         } else {
             gemm_->run(x, rows, w.cols, w.data, w.dtype, w.rows, w.ld, out, bf16_copy_of(x, rows, w));
@@ -409,8 +416,8 @@ public:
     }
 
     // Dense F16/BF16 weights of one type and row length (q/k/v, gate/up): one GEMV
-    // launch at one row, one activation conversion for the cuBLASLt GEMMs above
-    // it. Anything else (fp8, quantized, F32, mixed) goes one matmul at a time.
+    // launch at the rows dense_gemv_takes, one activation conversion for the
+    // cuBLASLt GEMMs above them. Anything else (fp8, quantized, F32, mixed) goes one matmul at a time.
     void matmul_shared_input(const float* x, std::span<const MatmulTarget> targets, int32_t rows) override {
         if (targets.empty()) return;
         const auto& first = static_cast<const CudaWeight&>(*targets.front().w);
@@ -433,7 +440,9 @@ public:
             gemv[i] = {static_cast<const CudaWeight&>(*targets[i].w).data, int32_t(targets[i].w->rows),
                        targets[i].out};
         const uint64_t gemm_moves = gemm_->buffer_moves();
-        if (rows <= kDenseGemvMaxRows)
+        int64_t features = 0;
+        for (const MatmulTarget& t : targets) features += t.w->rows;
+        if (dense_gemv_takes(rows, features))
             cuda::launch_dense_gemv_group(x, rows, int32_t(first.cols), gemv, int32_t(targets.size()), first.dtype,
                                           first.ld, stream_);
         else

@@ -237,11 +237,12 @@ void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const Gemv
 // F16/BF16 elements (ldw a multiple of 8 and >= k, the padding zeros).
 void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, DType type, int64_t ldw, int32_t n,
                        float* out, cudaStream_t stream);
-// For benches only: a one-row BF16 GEMV with `features` features a warp and
-// `unroll` words a feature in flight (features 1, 2 or 4; unroll 2, 4 or 8, but
-// not 4 x 8); false for a pair it was not built for.
-bool launch_bf16_gemv_variant(int features, int unroll, const float* x, int32_t k, const void* w, int64_t ldw,
-                              int32_t n, float* out, cudaStream_t stream);
+// For benches only: a BF16 GEMV of `rows` rows with `features` features a warp
+// and `unroll` words a feature in flight (one row: features 1, 2 or 4, unroll 2,
+// 4 or 8 but not 4 x 8; 2 to 5 rows: 2 x 2, 4 x 1, 4 x 2, 8 x 1); false for a
+// combination it was not built for.
+bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x, int32_t k, const void* w,
+                              int64_t ldw, int32_t n, float* out, cudaStream_t stream);
 // out[rows, n] = *scale * x[rows, k] * W8^T, rows in 1..kGemvMaxRows; W8 rows of k bytes, k a multiple of 16.
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream);

@@ -238,25 +238,35 @@ void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const Gemv
     }
 }
 
-// The bench's sweep: one-row BF16 GEMVs with other tilings than Tiling<Bf16Format, 1>'s.
-template <int Features, int Unroll>
+// The bench's sweeps: BF16 GEMVs of 1 to 5 rows with other tilings than Tiling's.
+template <int Rows, int Features, int Unroll>
 void bf16_gemv_variant(const float* x, int32_t k, const GemvTarget& target, int32_t words, cudaStream_t stream) {
-    gemv<Bf16Format, 1, Features, Unroll>(x, k, &target, 1, words, nullptr, stream);
+    gemv<Bf16Format, Rows, Features, Unroll>(x, k, &target, 1, words, nullptr, stream);
 }
 
-bool launch_bf16_gemv_variant(int features, int unroll, const float* x, int32_t k, const void* w, int64_t ldw,
-                              int32_t n, float* out, cudaStream_t stream) {
+bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x, int32_t k, const void* w,
+                              int64_t ldw, int32_t n, float* out, cudaStream_t stream) {
     const GemvTarget target{w, n, out};
     const int32_t words = int32_t(ldw / 8);
-    switch (features * 100 + unroll) {
-        case 102: bf16_gemv_variant<1, 2>(x, k, target, words, stream); return true;
-        case 104: bf16_gemv_variant<1, 4>(x, k, target, words, stream); return true;
-        case 108: bf16_gemv_variant<1, 8>(x, k, target, words, stream); return true;
-        case 202: bf16_gemv_variant<2, 2>(x, k, target, words, stream); return true;
-        case 204: bf16_gemv_variant<2, 4>(x, k, target, words, stream); return true;
-        case 208: bf16_gemv_variant<2, 8>(x, k, target, words, stream); return true;
-        case 402: bf16_gemv_variant<4, 2>(x, k, target, words, stream); return true;
-        case 404: bf16_gemv_variant<4, 4>(x, k, target, words, stream); return true;
+    switch (rows * 1000 + features * 10 + unroll) {
+        case 1012: bf16_gemv_variant<1, 1, 2>(x, k, target, words, stream); return true;
+        case 1014: bf16_gemv_variant<1, 1, 4>(x, k, target, words, stream); return true;
+        case 1018: bf16_gemv_variant<1, 1, 8>(x, k, target, words, stream); return true;
+        case 1022: bf16_gemv_variant<1, 2, 2>(x, k, target, words, stream); return true;
+        case 1024: bf16_gemv_variant<1, 2, 4>(x, k, target, words, stream); return true;
+        case 1028: bf16_gemv_variant<1, 2, 8>(x, k, target, words, stream); return true;
+        case 1042: bf16_gemv_variant<1, 4, 2>(x, k, target, words, stream); return true;
+        case 1044: bf16_gemv_variant<1, 4, 4>(x, k, target, words, stream); return true;
+#define MINFER_GEMV_ROWS_VARIANTS(R)                                                              \
+    case R * 1000 + 22: bf16_gemv_variant<R, 2, 2>(x, k, target, words, stream); return true; \
+    case R * 1000 + 41: bf16_gemv_variant<R, 4, 1>(x, k, target, words, stream); return true; \
+    case R * 1000 + 42: bf16_gemv_variant<R, 4, 2>(x, k, target, words, stream); return true; \
+    case R * 1000 + 81: bf16_gemv_variant<R, 8, 1>(x, k, target, words, stream); return true;
+        MINFER_GEMV_ROWS_VARIANTS(2)
+        MINFER_GEMV_ROWS_VARIANTS(3)
+        MINFER_GEMV_ROWS_VARIANTS(4)
+        MINFER_GEMV_ROWS_VARIANTS(5)
+#undef MINFER_GEMV_ROWS_VARIANTS
         default: return false;
     }
 }

@@ -8,7 +8,7 @@
 // then "N passed, M failed" alone on a line. The exit code is 1 if any case
 // failed, 2 if the run itself could not start.
 //
-// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul]
+// Usage: minfer_gpu_ops [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul | --bench-gemv]
 //
 // --bench instead times paged attention (decode GB/s of K/V, prefill TFLOP/s)
 // and the quantized matmul on Llama-3-8B's shapes: the GEMV (1 and 8 rows) in
@@ -1308,9 +1308,11 @@ void bench_matmul(Backend& gpu) {
         }
 }
 
-// The one-row BF16 GEMV's tilings (features a warp x words in flight a feature)
-// on Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: the
-// numbers Tiling<Bf16Format, 1> is chosen by.
+// The BF16 GEMV's tilings (features a warp x words in flight a feature) on
+// Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: at one row
+// the numbers Tiling<Bf16Format, 1> is chosen by; at 2 to 5 rows (speculative
+// verification's 1 + k) beside what Backend::matmul does with those rows
+// (cuBLASLt above kDenseGemvMaxRows), the numbers that threshold is chosen by.
 void bench_gemv_variants(Backend& gpu) {
     struct Mat {
         const char* name;
@@ -1318,33 +1320,52 @@ void bench_gemv_variants(Backend& gpu) {
     };
     const Mat mats[] = {{"k/v", 1024, 4096}, {"q/o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate/up", 14336, 4096},
                         {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
-    const std::pair<int, int> variants[] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
+    const std::pair<int, int> one_row[] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
+    const std::pair<int, int> more_rows[] = {{2, 2}, {4, 1}, {4, 2}, {8, 1}};
     std::mt19937 rng(3);
     for (const Mat& m : mats) {
         const size_t bytes = size_t(m.n) * m.k * 2;
         // Enough copies to cycle through 4x the L2, so that the weights come from memory.
-        std::vector<void*> ws;
         std::vector<uint16_t> host(size_t(m.n) * m.k);
         for (uint16_t& h : host) h = uint16_t(0x3c00 | (rng() & 0x3ff));  // finite bf16, about 0.01
+        std::vector<void*> ws;  // for the GEMV itself
+        std::vector<std::unique_ptr<PackedWeight>> packed;  // for Backend::matmul
         for (size_t total = 0; ws.empty() || total < (size_t(240) << 20); total += bytes) {
             ws.push_back(gpu.alloc(bytes));
             gpu.upload(ws.back(), host.data(), bytes);
+            packed.push_back(
+                gpu.pack_weight({"w", GGMLType::BF16, m.n, m.k, reinterpret_cast<const uint8_t*>(host.data())}));
         }
         DeviceArena g(gpu);
-        const float* x = g.copy(std::vector<float>(size_t(m.k), 0.01f));
-        float* out = g.poisoned(size_t(m.n));
-        for (auto [features, unroll] : variants) {
+        const float* x = g.copy(std::vector<float>(size_t(5) * m.k, 0.01f));
+        float* out = g.poisoned(size_t(5) * m.n);
+        auto time = [&](auto&& launch) {  // the GEMV runs on the default stream, the backend's on its own
             const int iters = 50;
-            cuda::launch_bf16_gemv_variant(features, unroll, x, m.k, ws[0], m.k, m.n, out, nullptr);
+            launch(0);
             cudaDeviceSynchronize();
             const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < iters; ++i)
-                cuda::launch_bf16_gemv_variant(features, unroll, x, m.k, ws[i % ws.size()], m.k, m.n, out, nullptr);
+            for (int i = 0; i < iters; ++i) launch(i);
             cudaDeviceSynchronize();
-            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d features=%d unroll=%d %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
-                        m.name, m.n, m.k, features, unroll, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        };
+        auto report = [&](int rows, const char* what, double sec) {
+            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d rows=%d %-22s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
+                        m.name, m.n, m.k, rows, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
             std::fflush(stdout);
+        };
+        for (int rows = 1; rows <= 5; ++rows) {
+            for (auto [features, unroll] : rows == 1 ? std::span<const std::pair<int, int>>(one_row)
+                                                    : std::span<const std::pair<int, int>>(more_rows)) {
+                const double sec = time([&](int i) {
+                    cuda::launch_bf16_gemv_variant(rows, features, unroll, x, m.k, ws[size_t(i) % ws.size()], m.k, m.n,
+                                                   out, nullptr);
+                });
+                char what[32];
+                std::snprintf(what, sizeof what, "features=%d unroll=%d", features, unroll);
+                report(rows, what, sec);
+            }
+            report(rows, "Backend::matmul",
+                   time([&](int i) { gpu.matmul(x, *packed[size_t(i) % packed.size()], nullptr, rows, out); }));
         }
         for (void* w : ws) gpu.free(w);
     }
@@ -1408,13 +1429,15 @@ void bench_attention(Backend& gpu) {
 int main(int argc, char** argv) {
     std::string filter;
     uint32_t seed = 1234;
-    bool bench = false, bench_attention_only = false, bench_matmul_only = false;
+    bool bench = false, bench_attention_only = false, bench_matmul_only = false, bench_gemv_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bench") {
             bench = true;
         } else if (a == "--bench-attention") {
             bench_attention_only = true;
+        } else if (a == "--bench-gemv") {
+            bench_gemv_only = true;
         } else if (a == "--bench-matmul") {
             bench_matmul_only = true;
 
@@ -1423,7 +1446,7 @@ int main(int argc, char** argv) {
         } else if (a == "--seed" && i + 1 < argc) {
             seed = uint32_t(std::stoul(argv[++i]));
         } else {
-            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--filter SUBSTRING] [--seed N] [--bench | --bench-attention | --bench-matmul | --bench-gemv]\n", argv[0]);
             return 2;
         }
     }
@@ -1437,6 +1460,10 @@ int main(int argc, char** argv) {
         auto gpu8 = make_cuda_backend(0, fp8_options);
         if (bench_attention_only) {
             bench_attention(*gpu);
+            return 0;
+        }
+        if (bench_gemv_only) {
+            bench_gemv_variants(*gpu);
             return 0;
         }
         if (bench_matmul_only) {
