@@ -5,7 +5,7 @@
 # tests. Nothing is installed into /: the packages are unpacked under /tmp.
 #
 #   bash scripts/gpu.sh [--build] [--test] [--synth] [--real] [--serve] [--bench] [--grammar-bench] [--memcheck] [--racecheck]
-#                       [--prebuilt] [--sync] [--filter OP]
+#                       [--ladder] [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
 #   --test        run minfer_gpu_ops, minfer_gpu_model, `minfer run --device cuda`, and
@@ -57,6 +57,10 @@
 #                 against the CPU's (minfer_gpu_model), CUDA graphs against eager on qwen3moe-tiny,
 #                 and the first MOE_LAYERS=4 layers of qwen3moe-30b-a3b (q4_k_m and bf16): logits
 #                 against the CPU, then minfer bench latency at batch 1 and 64, into $LOGS/moe-bench.log
+#   --ladder      chapter 2's kernel ladder (kernels/cuda/ladder): minfer_ladder_exercises (vector
+#                 add, reduction, softmax, transpose) and minfer_ladder_matmul (naive to mma.sync
+#                 against cuBLASLt), each version checked against the CPU and timed, into
+#                 $LOGS/ladder.log (LADDER_ARGS= passes flags to the matmul, e.g. "--size 8192")
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -73,7 +77,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_OPS=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_OPS=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_LADDER=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -93,6 +97,7 @@ while (($#)); do
     --spec-bench) DO_SPEC_BENCH=1 ;;
     --moe) DO_MOE=1 ;;
     --disagg-bench) DO_DISAGG_BENCH=1 ;;
+    --ladder) DO_LADDER=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -105,7 +110,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_OPS || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_OPS || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_LADDER || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -185,7 +190,20 @@ configure() {
 }
 
 build() {
-  ninja -C "$BUILD_DIR" -j"$(nproc)" minfer minfer_gpu_ops minfer_gpu_model
+  local ladder=()
+  ((DO_LADDER)) && ladder=(minfer_ladder_exercises minfer_ladder_matmul)
+  ninja -C "$BUILD_DIR" -j"$(nproc)" minfer minfer_gpu_ops minfer_gpu_model ${ladder[@]+"${ladder[@]}"}
+}
+
+# Chapter 2's ladder: both programs, one log. Each prints PASS/FAIL a version and exits
+# non-zero if any version failed its CPU check.
+ladder() {
+  local rc=0
+  "$LADDER_BIN/minfer_ladder_exercises" || rc=1
+  echo
+  # shellcheck disable=SC2086  # LADDER_ARGS is a list of flags
+  "$LADDER_BIN/minfer_ladder_matmul" ${LADDER_ARGS:-} || rc=1
+  return "$rc"
 }
 
 # ---- tests ---------------------------------------------------------------------------------
@@ -239,6 +257,7 @@ find_sanitizer() {
 echo "gpu.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"
 if ((PREBUILT)); then
   BIN=.gpu/bin
+  LADDER_BIN=.gpu/bin
   MINFER=.gpu/bin/minfer
   [ -f .gpu/bin.tar.xz ] && tar xJf .gpu/bin.tar.xz -C .gpu
   # The binaries link NCCL: the toolkit's copy, or the one PyTorch's wheels bring.
@@ -251,6 +270,7 @@ if ((PREBUILT)); then
   [ -x "$BIN/minfer_gpu_ops" ] || { echo "no $BIN/minfer_gpu_ops: run scripts/gpu-bundle.sh --prebuilt here first"; exit 2; }
 else
   BIN=$BUILD_DIR/tests/gpu
+  LADDER_BIN=$BUILD_DIR/kernels/cuda/ladder
   MINFER=$BUILD_DIR/minfer
   use_deps
 fi
@@ -489,6 +509,9 @@ if ((DO_PROFILE)); then
   for run in ${PROFILE_RUNS:-$PROFILE_TABLE_RUNS}; do
     run_phase "profile-${run//[:+]/-}" profile_run "$run"
   done
+fi
+if ((DO_LADDER)); then
+  run_phase ladder ladder
 fi
 if ((DO_MEMCHECK)); then
   if sanitizer=$(find_sanitizer); then
