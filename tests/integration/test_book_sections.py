@@ -70,3 +70,35 @@ def test_the_measure_counts_what_it_says():
     m = measure(body)
     assert m["code_links"] == 2 and m["worked_examples"] == 1 and m["words"] >= MIN_WORDS
     assert measure("$$ a + b + c $$ and `x` [text](https://e.org/long/path)")["words"] == 3
+
+
+HASH = re.compile(r"(?<![\w/#.-])([0-9a-f]{7,40})(?![\w-])")
+
+
+def commit_hashes(markdown):
+    """Words that look like abbreviated commit ids (hex with letters and digits), outside code."""
+    prose = re.sub(r"`[^`\n]*`", " ", FENCE.sub(" ", markdown))
+    return [h for h in HASH.findall(prose) if re.search("[a-f]", h) and re.search("[0-9]", h)]
+
+
+def test_the_prose_names_no_commits():
+    """A reader needs the current number and how it was measured (command and date); the history of
+    versions, with their commit ids, belongs in kernels/cuda/PERFLOG.md."""
+    found = {}
+    for path in sorted(CONTENT.glob("*/*.md")):
+        if hashes := commit_hashes(path.read_text()):
+            found[str(path.relative_to(CONTENT))] = hashes
+    assert not found, found
+    assert commit_hashes("At 3fec67a the step took 4.4 ms; `git show 3fec67a`") == ["3fec67a"]
+
+
+def test_every_source_and_term_is_used_and_there_are_enough():
+    """The further-reading list holds at least 100 primary sources and the glossary 200 terms, and
+    every one of them is cited or linked by some page (an entry no page uses is a dead end)."""
+    pages = "".join(p.read_text() for p in CONTENT.glob("*/*.md"))
+    reading = json.loads((CONTENT / "reading.json").read_text())
+    glossary = json.loads((CONTENT / "glossary.json").read_text())
+    assert len({r["url"] for r in reading}) == len(reading) >= 100
+    assert len({t["id"] for t in glossary}) == len(glossary) >= 200
+    assert [r["url"] for r in reading if f"]({r['url']})" not in pages] == []
+    assert [t["id"] for t in glossary if f"](glossary:{t['id']})" not in pages] == []
