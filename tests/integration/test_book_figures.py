@@ -721,3 +721,18 @@ def test_site_search_finds_a_term_from_each_chapter(browser, base_url):
     assert page.locator("#search-results").is_hidden()
     assert not errors, errors
     page.close()
+
+
+@pytest.mark.parametrize("path", ["/chapters/kernel-optimization/matrix-multiplication",
+                                  "/chapters/foundations/threads-blocks-and-warps", "/chapters/glossary",
+                                  "/chapters/glossary/fast-accumulation", "/chapters/reading"])
+def test_long_pages_fit_a_phone(browser, base_url, path):
+    """At 375 px a long section, the glossary and the reading list scroll only vertically: a long
+    identifier in prose wraps (code blocks and tables scroll inside their own boxes)."""
+    page = browser.new_page(viewport={"width": 375, "height": 800})
+    try:
+        assert page.goto(base_url + path).status == 200
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], (path, width)
+    finally:
+        page.close()
