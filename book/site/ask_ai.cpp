@@ -22,10 +22,6 @@ namespace {
 constexpr size_t kMaxQuestionChars = 2000;
 constexpr auto kAnswerTimeout = std::chrono::seconds(120);
 
-HttpResponse json_answer(const HttpRequest& req, http::status status, const json::object& body) {
-    return no_store_json(req, status, body);
-}
-
 // The page at `path`: its title, or nullopt when the book has no such page.
 std::optional<std::string> page_title(const Book& book, std::string_view path) {
     for (const Chapter& c : book.chapters) {
@@ -120,18 +116,18 @@ asio::awaitable<void> AskAi::handle(const HttpRequest& req, HttpResponder& res) 
     if (req.method() == http::verb::get) {
         json::object info{{"enabled", !options_.url.empty()}, {"sends", sends}};
         if (!options_.url.empty()) info["model"] = options_.model.empty() ? "the server's default" : options_.model;
-        HttpResponse reply = json_answer(req, http::status::ok, info);
+        HttpResponse reply = no_store_json(req, http::status::ok, info);
         co_await res.send(std::move(reply));
         co_return;
     }
     if (req.method() != http::verb::post) {
-        HttpResponse reply = json_answer(req, http::status::method_not_allowed, {{"error", "GET or POST /api/ask"}});
+        HttpResponse reply = no_store_json(req, http::status::method_not_allowed, {{"error", "GET or POST /api/ask"}});
         reply.set(http::field::allow, "GET, POST");
         co_await res.send(std::move(reply));
         co_return;
     }
     if (options_.url.empty()) {
-        HttpResponse reply = json_answer(req, http::status::service_unavailable,
+        HttpResponse reply = no_store_json(req, http::status::service_unavailable,
                                          {{"error", "Ask AI is off on this server (minfer book serve --ask-ai-url URL turns it on)"}});
         co_await res.send(std::move(reply));
         co_return;
@@ -153,7 +149,7 @@ asio::awaitable<void> AskAi::handle(const HttpRequest& req, HttpResponder& res) 
     const Resource* twin = title ? site_.find(PageLayout::markdown_url(path)) : nullptr;
     if (problem.empty() && !twin) problem = "no page " + path + " in the book";
     if (!problem.empty()) {
-        HttpResponse reply = json_answer(req, http::status::bad_request, {{"error", problem}});
+        HttpResponse reply = no_store_json(req, http::status::bad_request, {{"error", problem}});
         co_await res.send(std::move(reply));
         co_return;
     }

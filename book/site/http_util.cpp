@@ -129,9 +129,10 @@ std::string strong_etag(std::string_view body) {
     return hex;
 }
 
-HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body) {
+HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body,
+                           std::string_view content_type) {
     HttpResponse res{status, request.version()};
-    res.set(http::field::content_type, "application/json");
+    res.set(http::field::content_type, content_type);
     res.set(http::field::cache_control, "no-store");
     res.body() = boost::json::serialize(body);
     res.prepare_payload();

@@ -35,8 +35,10 @@ bool none_match_hits(std::string_view if_none_match, std::string_view etag);
 // `s` with A-Z lowered (header names, media types, hosts; UTF-8 passes unchanged).
 std::string ascii_lower(std::string_view s);
 
-// A JSON answer that no cache may keep (MCP's and Ask AI's: each is for one request).
-HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body);
+// A JSON answer that no cache may keep (MCP's, Ask AI's and problem details:
+// each is for one request).
+HttpResponse no_store_json(const HttpRequest& request, http::status status, const boost::json::object& body,
+                           std::string_view content_type = "application/json");
 
 // A strong ETag for `body`: a quoted 64-bit xxh3 hash in hex.
 std::string strong_etag(std::string_view body);

@@ -72,18 +72,14 @@ std::optional<std::string_view> header(const HttpRequest& req, std::string_view 
     return it->value();
 }
 
-HttpResponse answer(const HttpRequest& req, http::status status, const json::object& body) {
-    return no_store_json(req, status, body);
-}
-
 HttpResponse error_answer(const HttpRequest& req, http::status status, const json::value& id, const RpcError& e) {
     json::object error{{"code", e.code}, {"message", e.message}};
     if (!e.data.is_null()) error["data"] = e.data;
-    return answer(req, status, {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}});
+    return no_store_json(req, status, {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}});
 }
 
 HttpResponse result_answer(const HttpRequest& req, const json::value& id, json::object result) {
-    return answer(req, http::status::ok, {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
+    return no_store_json(req, http::status::ok, {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
 }
 
 // 202 Accepted, no body: what a notification or a client's response gets.

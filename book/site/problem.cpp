@@ -43,12 +43,7 @@ HttpResponse problem(const HttpRequest& request, http::status status, const std:
         {"detail", detail},
         {"instance", uri_reference(target_path(request.target()))},
     };
-    HttpResponse res{status, request.version()};
-    res.set(http::field::content_type, "application/problem+json");
-    res.set(http::field::cache_control, "no-store");
-    res.body() = boost::json::serialize(body);
-    res.prepare_payload();
-    return res;
+    return no_store_json(request, status, body, "application/problem+json");
 }
 
 }  // namespace minfer::book
