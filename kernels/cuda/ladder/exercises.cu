@@ -378,7 +378,11 @@ int main(int argc, char** argv) {
     int runs = 20;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-            runs = std::max(1, std::atoi(argv[++i]));
+            runs = std::atoi(argv[++i]);
+            if (runs <= 0) {
+                std::fprintf(stderr, "--runs takes a positive count\n");
+                return 2;
+            }
         } else {
             std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
             return 2;

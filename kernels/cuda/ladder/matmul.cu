@@ -7,7 +7,7 @@
 // 749 TFLOP/s bf16 cuBLASLt reached on our H200. cuBLASLt itself runs last, on
 // the same inputs, as the reference line.
 //
-//   minfer_ladder_matmul [--size S | --m M --n N --k K] [--runs R] [--only vN]
+//   minfer_ladder_matmul [--size S | --m M --n N --k K] [--runs R] [--only v1..v6|cublaslt]
 //
 // M and N must be multiples of 128 and K of 32 (the tile sizes below; the
 // kernels keep no edge code, so that each shows its one idea plainly).
@@ -323,12 +323,17 @@ int main(int argc, char** argv) {
         else if (a == "--m" && has) M = std::atoi(argv[++i]);
         else if (a == "--n" && has) N = std::atoi(argv[++i]);
         else if (a == "--k" && has) K = std::atoi(argv[++i]);
-        else if (a == "--runs" && has) runs = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--runs" && has) runs = std::atoi(argv[++i]);
         else if (a == "--only" && has) only = argv[++i];
         else {
             std::fprintf(stderr, "usage: %s [--size S | --m M --n N --k K] [--runs R] [--only v1..v6|cublaslt]\n", argv[0]);
             return 2;
         }
+    }
+    const bool known = only.empty() || only == "cublaslt" || (only.size() == 2 && only[0] == 'v' && only[1] >= '1' && only[1] <= '6');
+    if (!known || runs <= 0) {
+        std::fprintf(stderr, "--only takes v1 to v6 or cublaslt, and --runs a positive count\n");
+        return 2;
     }
     if (M <= 0 || N <= 0 || K <= 0 || M % 128 || N % 128 || K % 32) {
         std::fprintf(stderr, "M and N must be positive multiples of 128, K of 32 (got %d %d %d)\n", M, N, K);
