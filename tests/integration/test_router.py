@@ -30,6 +30,12 @@ def wait_for(condition, timeout=5.0, what="the condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_all_up(router, role, urls):
+    """Instances are down until their first health check; a test that stops one must let that check
+    finish first, or the router never picks it and nothing is retried."""
+    wait_for(lambda: all(router.up(role, u) == 1 for u in urls), what=f"every {role} instance up")
+
+
 def refused_url():
     """A URL where nothing listens."""
     with socket.socket() as s:
@@ -211,6 +217,7 @@ def test_a_decode_instance_gone_between_health_checks_is_a_kv_transfer_error_the
     # Health checks far apart: the router learns of the dead instance from the prefill's 502.
     with prefill() as p, decode() as d1, decode() as d2, \
             Router([p.base_url], [d1.base_url, d2.base_url], health_interval="60") as r:
+        wait_all_up(r, "decode", [d1.base_url, d2.base_url])
         d1.stop()
         for _ in range(4):
             r.complete()
@@ -224,6 +231,7 @@ def test_a_decode_instance_gone_between_health_checks_is_a_kv_transfer_error_the
 def test_a_prefill_instance_that_is_down_is_taken_out():
     with prefill() as p1, prefill() as p2, decode() as d, \
             Router([p1.base_url, p2.base_url], [d.base_url], health_interval="60") as r:
+        wait_all_up(r, "prefill", [p1.base_url, p2.base_url])
         p1.stop()
         for _ in range(3):
             r.complete()
