@@ -97,6 +97,29 @@ bool Recognizer::expects(uint32_t lo, uint32_t hi) const {
     return false;
 }
 
+std::array<uint64_t, 4> Recognizer::next_bytes() const {
+    std::array<uint64_t, 4> bits{};
+    auto set = [&](uint32_t lo, uint32_t hi) {  // bytes lo..hi
+        for (uint32_t b = lo; b <= hi; ++b) bits[b / 64] |= uint64_t(1) << (b % 64);
+    };
+    if (mid_character()) {
+        set(0x80, 0xBF);  // a continuation byte
+        return bits;
+    }
+    // Each class's code points by encoded length: the lead bytes of the
+    // first and last code point of each range's part of that length.
+    struct Length { uint32_t first, last, shift, lead; };
+    constexpr Length kLengths[] = {{0, 0x7F, 0, 0}, {0x80, 0x7FF, 6, 0xC0}, {0x800, 0xFFFF, 12, 0xE0}, {0x10000, kMaxCodePoint, 18, 0xF0}};
+    for (const Item& it : sets_.back()) {
+        if (it.next_class < 0) continue;
+        for (const auto& [lo, hi] : g_.classes[size_t(it.next_class)].ranges)
+            for (const Length& l : kLengths)
+                if (lo <= l.last && hi >= l.first)
+                    set(l.lead | (std::max(lo, l.first) >> l.shift), l.lead | (std::min(hi, l.last) >> l.shift));
+    }
+    return bits;
+}
+
 bool Recognizer::scan(uint32_t cp) {
     // A popped set's storage, if there is one: the trie walks push and pop sets all the time.
     Set next;

@@ -10,6 +10,7 @@
 // a character.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -55,6 +56,10 @@ public:
         bool operator==(const Position&) const = default;
     };
     std::vector<Position> positions() const;
+    // The bytes feed() may take next, as a bitset (bit b of word b / 64): a
+    // superset (a lead byte is there when some class expects a code point it
+    // begins, whatever follows it), so that a walk feeds only those.
+    std::array<uint64_t, 4> next_bytes() const;
     // The last byte fed left a character unfinished (positions() then says
     // where the character started, not where its next byte may go).
     bool mid_character() const { return !history_.empty() && history_.back().pending_len > 0; }

@@ -83,6 +83,20 @@ WordSet::WordSet(const std::vector<uint32_t>& words) {
         if (words[i]) sparse_.emplace_back(uint32_t(i), words[i]);
 }
 
+WordSet::WordSet(const std::vector<uint32_t>& words, const std::vector<uint64_t>& blocks) {
+    constexpr size_t kBlock = TokenTrie::Touched::kBlockWords;
+    for (size_t i = 0; i < blocks.size(); ++i)
+        for (uint64_t bits = blocks[i]; bits; bits &= bits - 1) {
+            const size_t first = (i * 64 + size_t(__builtin_ctzll(bits))) * kBlock;
+            for (size_t w = first; w < std::min(first + kBlock, words.size()); ++w)
+                if (words[w]) sparse_.emplace_back(uint32_t(w), words[w]);
+        }
+    if (sparse_.size() * 4 > words.size()) {
+        sparse_.clear();
+        dense_ = words;
+    }
+}
+
 void WordSet::or_into(std::vector<uint32_t>& out) const {
     if (!dense_.empty())
         for (size_t w = 0; w < out.size(); ++w) out[w] |= dense_[w];
@@ -110,6 +124,24 @@ const Grammar& RestGrammar::with(const Sequence& rest) {
     return grammar_;
 }
 
+namespace {
+
+// Zeroes the words of the blocks set in `blocks` (all words when null).
+void clear_touched(std::vector<uint32_t>& words, const std::vector<uint64_t>* blocks) {
+    if (!blocks) {
+        std::fill(words.begin(), words.end(), 0u);
+        return;
+    }
+    constexpr size_t kBlock = TokenTrie::Touched::kBlockWords;
+    for (size_t i = 0; i < blocks->size(); ++i)
+        for (uint64_t bits = (*blocks)[i]; bits; bits &= bits - 1) {
+            const size_t first = (i * 64 + size_t(__builtin_ctzll(bits))) * kBlock;
+            std::fill(words.begin() + long(first), words.begin() + long(std::min(first + kBlock, words.size())), 0u);
+        }
+}
+
+}  // namespace
+
 std::shared_ptr<const RestMask> MaskCache::get(RestGrammar& g, const Sequence& rest_seq, const TokenTrie& trie) {
     const std::string key = rest_key(g.base(), rest_seq);
     {
@@ -120,9 +152,22 @@ std::shared_ptr<const RestMask> MaskCache::get(RestGrammar& g, const Sequence& r
     const Grammar& rest = g.with(rest_seq);
     Recognizer r(rest, g.nullable());
     Residuals dfa(rest, rest_seq, g.nullable());
-    std::vector<uint32_t> sure, uncertain;
-    trie.classify(r, dfa, sure, uncertain);
-    auto m = std::make_shared<RestMask>(RestMask{WordSet(sure), WordSet(uncertain)});
+    // Buffers per thread, all zero between splits: most splits set a few
+    // bits, and clearing (or allocating) vocabulary-sized bitsets would cost
+    // them more than their walk.
+    thread_local std::vector<uint32_t> sure, uncertain;
+    thread_local TokenTrie::Touched touched;
+    try {
+        trie.classify(r, dfa, sure, uncertain, touched);
+    } catch (...) {  // leave the buffers zero for the next split
+        clear_touched(sure, nullptr);
+        clear_touched(uncertain, nullptr);
+        throw;
+    }
+    auto m = std::make_shared<RestMask>(RestMask{touched.all_sure ? WordSet(sure) : WordSet(sure, touched.sure),
+                                                 touched.all_uncertain ? WordSet(uncertain) : WordSet(uncertain, touched.uncertain)});
+    clear_touched(sure, touched.all_sure ? nullptr : &touched.sure);
+    clear_touched(uncertain, touched.all_uncertain ? nullptr : &touched.uncertain);
     std::lock_guard lock(mu_);
     return by_rest_.emplace(key, std::move(m)).first->second;
 }

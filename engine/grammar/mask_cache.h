@@ -50,6 +50,8 @@ class WordSet {
 public:
     WordSet() = default;
     explicit WordSet(const std::vector<uint32_t>& words);
+    // The same, reading only the blocks of words set in `blocks` (TokenTrie::Touched).
+    WordSet(const std::vector<uint32_t>& words, const std::vector<uint64_t>& blocks);
     bool any() const { return !dense_.empty() || !sparse_.empty(); }
     // The words it keeps (all of them when dense).
     size_t size_in_words() const { return dense_.empty() ? sparse_.size() : dense_.size(); }

@@ -58,6 +58,9 @@ public:
     // then any number may follow), C when every character of C takes each
     // state on the way to one same next state. Empty if none.
     const CharClass& drain(int32_t state);
+    // The state after any character of c, when each takes the state to the
+    // same one (kRefused: none is taken); kUnknown if they part.
+    int32_t next_on(int32_t state, const CharClass& c);
     size_t size() const { return states_.size(); }
 
 private:
@@ -83,9 +86,6 @@ private:
     bool expand(const Sequence& s, size_t from, int depth, std::vector<std::pair<int32_t, Sequence>>& out, int& budget) const;
     int32_t intern(std::vector<Sequence> residuals);
     int32_t step(int32_t state, uint32_t cp);
-    // The state after any character of c, when each takes the state to the
-    // same one (kRefused: none is taken); kUnknown if they part.
-    int32_t next_on(int32_t state, const CharClass& c);
     static size_t run_of(const State& st, uint32_t cp);
 
     const Grammar& g_;

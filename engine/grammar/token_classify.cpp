@@ -17,9 +17,25 @@ struct TokenTrie::FastWalk {
     Recognizer& r;
     std::vector<uint32_t>& sure;
     std::vector<uint32_t>& uncertain;
+    Touched& touched;
     std::string path;   // the bytes from the root to the node being walked
     size_t synced = 0;  // how many of them the recognizer has been fed (a prefix)
     std::vector<std::pair<bool, const Spans*>> loops;  // per state: looked up, and its loop's spans (null if none)
+
+    void take(const TokenTrie& trie, const Node& n) {  // the tokens that end at n are sure
+        trie.set_tokens(n, sure);
+        for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) Touched::mark(touched.sure, size_t(trie.tokens_[t]) / 32);
+    }
+    void take(int32_t id) {
+        sure[size_t(id) / 32] |= 1u << (id % 32);
+        Touched::mark(touched.sure, size_t(id) / 32);
+    }
+    void leave(const Node& n) {  // the tokens at and below n are uncertain
+        set_subtree(n, uncertain);
+        if (n.subtree_begin == n.subtree_end) return;
+        const size_t last = (n.subtree_end - 1) / 32 / Touched::kBlockWords;
+        for (size_t b = n.subtree_begin / 32 / Touched::kBlockWords; b <= last; ++b) Touched::mark(touched.uncertain, b * Touched::kBlockWords);
+    }
 };
 
 namespace {
@@ -139,7 +155,9 @@ void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, in
     const std::vector<bool> done = node == 0 && known && !lo ? classify_root_loops(state, w) : std::vector<bool>();
     enum { kTake, kRefuse, kAsk } what;
     const Node& n = nodes_[node];
-    for (uint32_t c = n.first_child; c < n.first_child + n.num_children && (!lo || lo != hi); ++c) {
+    const uint32_t last = n.first_child + n.num_children;
+    for (uint32_t c = n.first_child; c < last && (!lo || lo != hi); ++c) {
+        if (lo && (c = child_holding(c, last, *lo)) == last) break;
         const Node& child = nodes_[c];
         if (!done.empty() && done[c - n.first_child]) continue;
         const uint32_t* end = lo;
@@ -179,9 +197,9 @@ void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, in
             }
         }
         if (what == kRefuse) {
-            if (ended) set_subtree(child, w.uncertain);  // the rest could have ended earlier on this path
+            if (ended) w.leave(child);  // the rest could have ended earlier on this path
         } else if (what == kTake) {
-            set_tokens(child, w.sure);
+            w.take(*this, child);
             w.path.push_back(char(b));
             classify_fast(c, to, bytes, len, nneed, ended || (len == 0 && w.dfa.accepting(to)), lo, end, w);
             w.path.pop_back();
@@ -194,16 +212,34 @@ void TokenTrie::classify_fast(uint32_t node, int32_t state, uint32_t pending, in
             // (it takes the path, which the residuals took), walks the subtree.
             for (; w.synced < w.path.size(); ++w.synced) w.r.feed(uint8_t(w.path[w.synced]));
             if (w.r.feed(b)) {
-                set_tokens(child, w.sure);
+                w.take(*this, child);
+                w.touched.all_sure = w.touched.all_uncertain = true;  // (the recognizer's walk writes anywhere)
                 classify_walk(c, ended || w.r.accepting(), w.r, w.sure, w.uncertain);
                 w.r.rollback(1);
             } else if (ended) {
-                set_subtree(child, w.uncertain);
+                w.leave(child);
             }
         }
         if (lo) lo = end;
     }
 }
+
+namespace {
+
+// Whether a loop over c is worth its spans: a pass over the whole vocabulary
+// the first time a class comes up, repaid only when a large share of the
+// tokens are made of its characters (a string's). Over a small class (a
+// number's digits, a pattern's few letters) the walk refuses most tokens at
+// their first byte anyway.
+bool worth_spans(const CharClass& c) {
+    if (c.intersects(0x80, kMaxCodePoint)) return true;
+    int printable = 0;
+    for (const auto& [lo, hi] : c.ranges)
+        if (lo <= 0x7E && hi >= 0x20) printable += int(std::min<uint32_t>(hi, 0x7E) - std::max<uint32_t>(lo, 0x20) + 1);
+    return printable >= 48;
+}
+
+}  // namespace
 
 const TokenTrie::Spans* TokenTrie::loop_spans(int32_t state, FastWalk& w) const {
     if (size_t(state) >= w.loops.size()) w.loops.resize(size_t(state) + 1, {false, nullptr});
@@ -211,35 +247,62 @@ const TokenTrie::Spans* TokenTrie::loop_spans(int32_t state, FastWalk& w) const 
     if (!looked) {
         const CharClass& c = w.dfa.loop(state);
         looked = true;
-        loop = c.ranges.empty() ? nullptr : spans(c).get();  // (the trie keeps spans for good)
+        loop = worth_spans(c) ? spans(c).get() : nullptr;  // (the trie keeps spans for good)
     }
     return loop;
 }
 
 const TokenTrie::Spans* TokenTrie::drain_spans(int32_t state, FastWalk& w) const {
     const CharClass& c = w.dfa.drain(state);
-    return c.ranges.empty() ? nullptr : spans(c).get();
+    return worth_spans(c) ? spans(c).get() : nullptr;
 }
 
-// The root's children (ASCII) after which the state loops over one class
-// (or drains into a loop), when they hold most of the vocabulary (a property
-// name kept apart from the named ones by its first character, then any
-// string): the tokens whose bytes after the first are the class's characters
+// The root's children after whose first character the state loops over one
+// class (or drains into a loop), when they hold most of the vocabulary (a
+// property name kept apart from the named ones by its first character, then
+// any string): the tokens whose characters after the first are the class's
 // are set with one bitset, and the walk goes on for the others only. Says
 // which children it took.
 std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) const {
     const Node& root = nodes_[0];
     std::vector<bool> done(root.num_children, false);
+    std::vector<int32_t> after(root.num_children, Residuals::kRefused);  // the state past each child's first character
+    // First the table lookups alone: unless the children the state takes
+    // (or may, past ASCII) hold half the vocabulary, no loop can cover it,
+    // and the drains (which explore states) are not looked for (a number's
+    // position: most first bytes are refused).
+    size_t reachable = 0;
+    for (uint32_t i = 0; i < root.num_children; ++i) {
+        const Node& child = nodes_[root.first_child + i];
+        if (child.byte < 0x80 && (after[i] = w.dfa.next(state, child.byte)) < 0) continue;
+        reachable += child.subtree_end - child.subtree_begin;
+    }
+    if (reachable * 2 < sorted_.size()) return {};
     const Spans* s = nullptr;
     size_t covered = 0;
     for (uint32_t i = 0; i < root.num_children; ++i) {
         const Node& child = nodes_[root.first_child + i];
         if (child.byte >= 0x80) continue;
-        const int32_t to = w.dfa.next(state, child.byte);
+        const int32_t to = after[i];
         const Spans* loop = to >= 0 ? drain_spans(to, w) : nullptr;
         if (!loop || (s && loop != s)) continue;
         s = loop;
         done[i] = true;
+        covered += child.subtree_end - child.subtree_begin;
+    }
+    // A lead byte whose characters all take the state to one that drains
+    // into the same loop (any character of a property name but the named
+    // ones' first): its tokens are decided by their bytes after the first
+    // character alike.
+    for (uint32_t i = 0; s && i < root.num_children; ++i) {
+        const Node& child = nodes_[root.first_child + i];
+        const int need = child.byte >= 0xC0 ? utf8_need(child.byte) : 0;
+        if (!need) continue;
+        const auto [lo, hi] = utf8_prefix_range(child.byte, 1, need);
+        const int32_t to = lo <= hi ? w.dfa.next_on(state, CharClass{{{lo, hi}}}) : Residuals::kRefused;
+        if (to < 0 || drain_spans(to, w) != s) continue;
+        done[i] = true;
+        after[i] = to;
         covered += child.subtree_end - child.subtree_begin;
     }
     if (!s || covered * 2 < sorted_.size()) return {};
@@ -250,6 +313,7 @@ std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) con
         for (uint32_t k = child.subtree_begin; k < child.subtree_end; ++k) taken[size_t(sorted_[k]) / 32] &= ~(1u << (sorted_[k] % 32));
     }
     for (size_t i = 0; i < taken.size(); ++i) w.sure[i] |= taken[i];
+    w.touched.all_sure = true;
     const uint32_t *lo = s->outside1.data(), *hi = lo + s->outside1.size();
     for (uint32_t i = 0; i < root.num_children; ++i) {
         if (!done[i]) continue;
@@ -258,9 +322,11 @@ std::vector<bool> TokenTrie::classify_root_loops(int32_t state, FastWalk& w) con
         const uint32_t* end = lo;
         while (end != hi && *end < child.subtree_end) ++end;
         if (end != lo) {
-            const int32_t to = w.dfa.next(state, child.byte);
             w.path.push_back(char(child.byte));
-            classify_fast(root.first_child + i, to, 0, 0, 0, w.dfa.accepting(to), lo, end, w);
+            if (child.byte < 0x80)
+                classify_fast(root.first_child + i, after[i], 0, 0, 0, w.dfa.accepting(after[i]), lo, end, w);
+            else  // the first character unfinished: the walk goes on from the state before it
+                classify_fast(root.first_child + i, state, child.byte, 1, utf8_need(child.byte), false, lo, end, w);
             w.path.pop_back();
             if (w.synced > 0) {
                 w.r.rollback(w.synced);
@@ -281,13 +347,14 @@ void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Sp
     std::vector<uint32_t> wanted;
     if (node == 0) {
         for (size_t i = 0; i < w.sure.size(); ++i) w.sure[i] |= s.inside[i];
+        w.touched.all_sure = true;
         wanted = s.outside;
     } else {
         const size_t depth = w.path.size();
         const Node& n = nodes_[node];
         for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k)
             if ((s.inside[size_t(sorted_[k]) / 32] >> (sorted_[k] % 32) & 1u) || s.bad_end(*this, k) <= depth)
-                w.sure[size_t(sorted_[k]) / 32] |= 1u << (sorted_[k] % 32);
+                w.take(sorted_[k]);
             else
                 wanted.push_back(k);
     }
@@ -295,9 +362,21 @@ void TokenTrie::classify_loop(uint32_t node, int32_t state, bool ended, const Sp
 }
 
 void TokenTrie::classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const {
-    sure.assign((size_t(vocab_) + 31) / 32, 0u);
-    uncertain.assign((sorted_.size() + 31) / 32, 0u);
-    FastWalk w{dfa, rest, sure, uncertain, {}, 0, {}};
+    sure.clear();
+    uncertain.clear();
+    Touched touched;
+    classify(rest, dfa, sure, uncertain, touched);
+}
+
+void TokenTrie::classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain,
+                         Touched& touched) const {
+    sure.resize((size_t(vocab_) + 31) / 32, 0u);
+    uncertain.resize((sorted_.size() + 31) / 32, 0u);
+    constexpr size_t kBits = Touched::kBlockWords * 64;  // words a uint64_t of blocks covers
+    touched.sure.assign((sure.size() + kBits - 1) / kBits, 0);
+    touched.uncertain.assign((uncertain.size() + kBits - 1) / kBits, 0);
+    touched.all_sure = touched.all_uncertain = false;
+    FastWalk w{dfa, rest, sure, uncertain, touched, {}, 0, {}};
     classify_fast(0, 0, 0, 0, 0, false, nullptr, nullptr, w);
     rest.rollback(w.synced);
 }

@@ -8,6 +8,7 @@
 // grows with the tokens that stay alive, all of them inside a JSON string.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,20 @@ public:
     // whose bytes from there are characters of the class whole: those are
     // set from spans() in one pass, and only the others are walked.
     void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain) const;
+    // Which blocks of kBlockWords words of the two bitsets a walk set bits in
+    // (all of them after a step that ORs a whole bitset in): the split of a
+    // number's position sets a few bits of a 262k-token vocabulary, and is
+    // read, and its buffers cleared, without a pass over every word.
+    struct Touched {
+        static constexpr size_t kBlockWords = 16;
+        std::vector<uint64_t> sure, uncertain;  // bit b: words [b * kBlockWords, (b + 1) * kBlockWords)
+        bool all_sure = false, all_uncertain = false;
+        static void mark(std::vector<uint64_t>& blocks, size_t word) { blocks[word / kBlockWords / 64] |= uint64_t(1) << (word / kBlockWords % 64); }
+    };
+    // The same into buffers that are all zero on entry (empty ones are sized),
+    // noting the blocks it sets bits in.
+    void classify(Recognizer& rest, Residuals& dfa, std::vector<uint32_t>& sure, std::vector<uint32_t>& uncertain,
+                  Touched& touched) const;
 
     // Where each token leaves a class C, computed once per class (thread-safe).
     // A token's bad end is the end of its last character outside C (0: none),
@@ -69,9 +84,8 @@ public:
 
     // Sets (never clears) the bits of the tokens the recognizer takes whole
     // among those whose rank bit is set in `rank_words` (the nonzero words of
-    // a bitset by rank, as (word index, word), indices ascending) and whose
-    // mask bit is not yet; walks only the trie paths that lead to them, so a
-    // prefix they share is fed once.
+    // a bitset by rank, as (word index, word)); walks only the trie paths
+    // that lead to them, so a prefix they share is fed once.
     void allowed_among(Recognizer& r, std::span<const std::pair<uint32_t, uint32_t>> rank_words,
                        std::vector<uint32_t>& mask) const;
 
@@ -83,7 +97,7 @@ private:
         uint8_t byte = 0;
     };
     void walk(uint32_t node, Recognizer& r, std::vector<uint32_t>& mask) const;
-    void walk_among(uint32_t node, Recognizer& r, const uint32_t* lo, const uint32_t* hi, std::vector<uint32_t>& mask) const;
+    void walk_among(uint32_t node, Recognizer& r, const std::vector<uint32_t>& wanted, std::vector<uint32_t>& mask) const;
     void classify_walk(uint32_t node, bool ended, Recognizer& r, std::vector<uint32_t>& sure,
                        std::vector<uint32_t>& uncertain) const;
     struct FastWalk;
@@ -97,8 +111,20 @@ private:
     void set_tokens(const Node& n, std::vector<uint32_t>& mask) const {
         for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) mask[size_t(tokens_[t]) / 32] |= 1u << (tokens_[t] % 32);
     }
-    void set_subtree(const Node& n, std::vector<uint32_t>& ranks) const {
-        for (uint32_t k = n.subtree_begin; k < n.subtree_end; ++k) ranks[k / 32] |= 1u << (k % 32);
+    // A subtree's ranks are a range: whole words at a time (the subtree of a
+    // refused first byte may hold a third of the vocabulary).
+    static void set_subtree(const Node& n, std::vector<uint32_t>& ranks) {
+        uint32_t k = n.subtree_begin;
+        for (; k < n.subtree_end && k % 32; ++k) ranks[k / 32] |= 1u << (k % 32);
+        for (; k + 32 <= n.subtree_end; k += 32) ranks[k / 32] = ~0u;
+        for (; k < n.subtree_end; ++k) ranks[k / 32] |= 1u << (k % 32);
+    }
+    // The first child from c on (below last) whose subtree reaches past rank k:
+    // a walk of a few wanted tokens skips there (a node may have thousands of children).
+    uint32_t child_holding(uint32_t c, uint32_t last, uint32_t k) const {
+        if (c == last || nodes_[c].subtree_end > k) return c;  // most often the next child
+        return uint32_t(std::partition_point(nodes_.begin() + c, nodes_.begin() + last, [&](const Node& x) { return x.subtree_end <= k; }) -
+                        nodes_.begin());
     }
 
     int32_t vocab_ = 0;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/json.hpp>
 #include <chrono>
 #include <filesystem>
@@ -135,6 +136,42 @@ TEST_CASE("earley: a byte is refused as soon as no sentence can follow, and roll
     copy.rollback(1);
     CHECK(copy.size() + 1 == r.size());
     CHECK(r.accepting());
+}
+
+TEST_CASE("earley: next_bytes holds every byte feed takes, at every prefix of the shared grammars' texts") {
+    const std::string dir = std::string(MINFER_SHARED_DIR) + "/grammars/";
+    const auto cases = boost::json::parse(read_file(dir + "cases.json")).as_object();
+    int prefixes = 0, taken = 0, refused_in_set = 0;
+    for (const auto& [file_name, c] : cases) {
+        const Grammar g = parse_gbnf(read_file(dir + std::string(file_name)));
+        for (const char* kind : {"accept", "reject"})
+            for (const auto& t : c.at(kind).as_array()) {
+                const std::string text(t.as_string());
+                Recognizer r(g);
+                for (size_t i = 0; i <= text.size(); ++i) {
+                    const std::array<uint64_t, 4> next = r.next_bytes();
+                    ++prefixes;
+                    for (int b = 0; b < 256; ++b) {
+                        const bool listed = next[size_t(b) / 64] >> (b % 64) & 1u;
+                        if (r.feed(uint8_t(b))) {
+                            ++taken;
+                            CAPTURE(std::string(file_name));
+                            CAPTURE(text.substr(0, i));
+                            CAPTURE(b);
+                            CHECK(listed);
+                            r.rollback(1);
+                        } else {
+                            refused_in_set += listed;
+                        }
+                    }
+                    if (i == text.size() || !r.feed(uint8_t(text[i]))) break;
+                }
+            }
+    }
+    CHECK(prefixes > 200);
+    // A superset, but not everything: the walks it prunes depend on that.
+    CHECK(refused_in_set < taken);
+    MESSAGE(prefixes << " prefixes, " << taken << " bytes taken, " << refused_in_set << " listed and refused");
 }
 
 TEST_CASE("gbnf: groups nested too deep are an error, not a stack overflow") {
