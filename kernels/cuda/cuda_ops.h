@@ -243,6 +243,11 @@ void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, D
 // combination it was not built for.
 bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x, int32_t k, const void* w,
                               int64_t ldw, int32_t n, float* out, cudaStream_t stream);
+// The FP8 GEMV of up to kGemvMaxSegments E4M3 matrices that share the input,
+// in one launch: targets[i].out = *scales[i] * x * W8_i^T (each matrix k bytes a
+// row, k a multiple of 16), rows in 1..kGemvMaxRows.
+void launch_fp8_gemv_group(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, const float* const* scales,
+                           int32_t count, cudaStream_t stream);
 // out[rows, n] = *scale * x[rows, k] * W8^T, rows in 1..kGemvMaxRows; W8 rows of k bytes, k a multiple of 16.
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream);

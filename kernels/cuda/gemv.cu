@@ -95,16 +95,18 @@ __device__ __forceinline__ void load_x(const float* row, int32_t c, int32_t k, b
 }
 
 // The matrices of one launch: segment s has n[s] rows of `words` 16-byte words
-// (k weights, then zero padding) and owns the blocks from first_block[s] on.
+// (k weights, then zero padding) and owns the blocks from first_block[s] on;
+// scale[s] is null, or the FP8 tensor's scale (q, k and v each have their own).
 struct Segments {
     const uint4* w[kGemvMaxSegments];
     float* out[kGemvMaxSegments];
+    const float* scale[kGemvMaxSegments];
     int32_t n[kGemvMaxSegments];
     int32_t first_block[kGemvMaxSegments];
     int32_t count;
 };
 
-// vec: x and its rows are 16-byte aligned. scale: null, or the FP8 tensor's scale.
+// vec: x and its rows are 16-byte aligned.
 // Features per warp and words per feature in flight, by row count: every
 // activation a lane loads serves the warp's features, so more rows want more
 // features per warp (the activations, read from L1/L2 by every warp, are what
@@ -123,8 +125,7 @@ struct Tiling {
 template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::kFeatures,
           int kUnroll = Tiling<Format, Rows>::kUnroll>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words,
-                const float* __restrict__ scale) {
+    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words) {
     pdl_wait();
     constexpr int E = Format::kPerWord;
     int seg = 0;
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
-    const float s = scale ? *scale : 1.0f;
+    const float s = segs.scale[seg] ? *segs.scale[seg] : 1.0f;
 #pragma unroll
     for (int r = 0; r < Rows; ++r)
 #pragma unroll
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <class Format, int Rows, int Features = Tiling<Format, Rows>::kFeatures,
           int Unroll = Tiling<Format, Rows>::kUnroll>
-void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* scale,
+void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* const* scales,
           cudaStream_t stream) {
     const bool vec = is_aligned(x, 16) && k % 4 == 0;
     const int32_t per_block = kWarps * Features;
@@ -195,28 +196,29 @@ void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, i
     for (int32_t i = 0; i < count; ++i) {
         segs.w[i] = static_cast<const uint4*>(targets[i].w);
         segs.out[i] = targets[i].out;
+        segs.scale[i] = scales ? scales[i] : nullptr;
         segs.n[i] = targets[i].n;
         segs.first_block[i] = blocks;
         blocks += (targets[i].n + per_block - 1) / per_block;
     }
     segs.count = count;
     launch_pdl(gemv_kernel<Format, Rows, Features, Unroll>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs,
-               words, scale);
+               words);
 }
 
 // One instantiation per row count, so that the accumulators stay in registers.
 template <class Format>
 void gemv_rows(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, int32_t count, int32_t words,
-               const float* scale, cudaStream_t stream) {
+               const float* const* scales, cudaStream_t stream) {
     switch (rows) {
-        case 1: gemv<Format, 1>(x, k, targets, count, words, scale, stream); break;
-        case 2: gemv<Format, 2>(x, k, targets, count, words, scale, stream); break;
-        case 3: gemv<Format, 3>(x, k, targets, count, words, scale, stream); break;
-        case 4: gemv<Format, 4>(x, k, targets, count, words, scale, stream); break;
-        case 5: gemv<Format, 5>(x, k, targets, count, words, scale, stream); break;
-        case 6: gemv<Format, 6>(x, k, targets, count, words, scale, stream); break;
-        case 7: gemv<Format, 7>(x, k, targets, count, words, scale, stream); break;
-        case 8: gemv<Format, 8>(x, k, targets, count, words, scale, stream); break;
+        case 1: gemv<Format, 1>(x, k, targets, count, words, scales, stream); break;
+        case 2: gemv<Format, 2>(x, k, targets, count, words, scales, stream); break;
+        case 3: gemv<Format, 3>(x, k, targets, count, words, scales, stream); break;
+        case 4: gemv<Format, 4>(x, k, targets, count, words, scales, stream); break;
+        case 5: gemv<Format, 5>(x, k, targets, count, words, scales, stream); break;
+        case 6: gemv<Format, 6>(x, k, targets, count, words, scales, stream); break;
+        case 7: gemv<Format, 7>(x, k, targets, count, words, scales, stream); break;
+        case 8: gemv<Format, 8>(x, k, targets, count, words, scales, stream); break;
         default: throw std::invalid_argument("gemv: rows must be in 1..kGemvMaxRows");
     }
 }
@@ -278,12 +280,21 @@ void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, D
     launch_dense_gemv_group(x, rows, k, &target, 1, type, ldw, stream);
 }
 
+void launch_fp8_gemv_group(const float* x, int32_t rows, int32_t k, const GemvTarget* targets, const float* const* scales,
+                           int32_t count, cudaStream_t stream) {
+    if (rows == 0 || count == 0) return;
+    if (count > kGemvMaxSegments) throw std::invalid_argument("fp8 gemv: at most kGemvMaxSegments matrices a launch");
+    if (k % 16) throw std::invalid_argument("fp8 gemv: k must be a multiple of 16");
+    for (int32_t i = 0; i < count; ++i)
+        if (targets[i].n <= 0 || !scales[i]) throw std::invalid_argument("fp8 gemv: every matrix needs rows and a scale");
+    gemv_rows<E4m3Format>(x, rows, k, targets, count, k / 16, scales, stream);
+}
+
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream) {
     if (rows == 0 || n == 0) return;
-    if (k % 16) throw std::invalid_argument("fp8 gemv: k must be a multiple of 16");
     const GemvTarget target{w8, n, out};
-    gemv_rows<E4m3Format>(x, rows, k, &target, 1, k / 16, scale, stream);
+    launch_fp8_gemv_group(x, rows, k, &target, &scale, 1, stream);
 }
 
 }  // namespace minfer::cuda

@@ -1050,6 +1050,12 @@ public:
                            c.n, c.rows == 3 || c.rows == 17 ? " +bias" : ""),
                 gemm ? kFp8Gemm : kFp8Gemv, [&] { return fp8_case(gpu8, c.type, c.n, c.k, c.rows, false, c.rows == 3 || c.rows == 17); });
         }
+        // q/k/v through matmul_shared_input: one FP8 GEMV launch over three
+        // matrices, each with its own scale (weights of different magnitudes),
+        // a bias on one; above kGemvMaxRows each goes through the FP8 GEMM.
+        for (int32_t rows : {1, 5, 8, 17})
+            run("fp8", fmt("%s shared input q/k/v rows=%d k=512 n=96,32,32 +bias", rows > 8 ? "gemm" : "gemv", rows),
+                rows > 8 ? kFp8Gemm : kFp8Gemv, [&] { return fp8_shared_case(gpu8, rows); });
         // The real error of fp8, against the plain f32 product.
         for (int32_t rows : {1, 512})
             run("fp8", fmt("%s vs f32 BF16 rows=%d k=4096 n=4096", rows > 8 ? "gemm" : "gemv", rows), kFp8Real,
@@ -1115,6 +1121,46 @@ public:
         float* out_g = g.poisoned(ref.size());
         gpu8.matmul(g.copy(x), *w8, with_bias ? g.copy(bias) : nullptr, rows, out_g);
         return rel_error(g.fetch(out_g, ref.size()), ref);
+    }
+    // The worst ||gpu8 - ref|| / ||ref|| of three FP8 matrices sharing one input.
+    double fp8_shared_case(Backend& gpu8, int32_t rows) {
+        constexpr int32_t k = 512;
+        const int32_t ns[3] = {96, 32, 32};
+        const float magnitudes[3] = {0.05f, 1.0f, 0.3f};
+        std::vector<float> x = randn(size_t(rows) * k);
+        const std::vector<float> bias = randn(ns[1]);
+        std::vector<float> x_ref = x;
+        if (rows > cuda_fp8_gemv_max_rows) x_ref = fp8_host::dequantized(x);
+        DeviceArena g(gpu8);
+        const float* x_g = g.copy(x);
+        std::vector<std::unique_ptr<PackedWeight>> w8;
+        std::vector<Backend::MatmulTarget> targets;
+        std::vector<std::vector<float>> refs;
+        std::vector<float*> outs;
+        for (int i = 0; i < 3; ++i) {
+            const std::vector<float> w = randn(size_t(ns[i]) * k, magnitudes[i] / std::sqrt(float(k)));
+            std::vector<uint8_t> bytes(w.size() * 4);
+            std::memcpy(bytes.data(), w.data(), bytes.size());
+            const std::string name = fmt("blk.0.attn_%c.weight", "qkv"[i]);
+            w8.push_back(gpu8.pack_weight({name, GGMLType::F32, ns[i], k, bytes.data()}));
+            if (w8.back()->converted_bytes != uint64_t(ns[i]) * k) return INFINITY;  // not converted
+            const std::vector<float> w_ref = fp8_host::dequantized(w);
+            std::vector<uint8_t> ref_bytes(w_ref.size() * 4);
+            std::memcpy(ref_bytes.data(), w_ref.data(), ref_bytes.size());
+            auto wc = cpu_.pack_weight({"ref", GGMLType::F32, ns[i], k, ref_bytes.data()});
+            refs.emplace_back(size_t(rows) * ns[i], kNaN);
+            cpu_.matmul(x_ref.data(), *wc, i == 1 ? bias.data() : nullptr, rows, refs.back().data());
+            outs.push_back(g.poisoned(size_t(rows) * ns[i]));
+        }
+        const float* bias_g = g.copy(bias);
+        for (int i = 0; i < 3; ++i) targets.push_back({w8[size_t(i)].get(), i == 1 ? bias_g : nullptr, outs[size_t(i)]});
+        gpu8.matmul_shared_input(x_g, targets, rows);
+        double err = 0.0;
+        for (int i = 0; i < 3; ++i) {
+            const double e = rel_error(g.fetch(outs[size_t(i)], refs[size_t(i)].size()), refs[size_t(i)]);
+            if (!(e <= err)) err = e;  // NaN wins
+        }
+        return err;
     }
     static constexpr int32_t cuda_fp8_gemv_max_rows = 8;  // kernels/cuda/cuda_ops.h's kGemvMaxRows
 
