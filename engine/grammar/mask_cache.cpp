@@ -84,13 +84,10 @@ WordSet::WordSet(const std::vector<uint32_t>& words) {
 }
 
 WordSet::WordSet(const std::vector<uint32_t>& words, const std::vector<uint64_t>& blocks) {
-    constexpr size_t kBlock = TokenTrie::Touched::kBlockWords;
-    for (size_t i = 0; i < blocks.size(); ++i)
-        for (uint64_t bits = blocks[i]; bits; bits &= bits - 1) {
-            const size_t first = (i * 64 + size_t(__builtin_ctzll(bits))) * kBlock;
-            for (size_t w = first; w < std::min(first + kBlock, words.size()); ++w)
-                if (words[w]) sparse_.emplace_back(uint32_t(w), words[w]);
-        }
+    TokenTrie::Touched::each_block(blocks, words.size(), [&](size_t first, size_t end) {
+        for (size_t w = first; w < end; ++w)
+            if (words[w]) sparse_.emplace_back(uint32_t(w), words[w]);
+    });
     if (sparse_.size() * 4 > words.size()) {
         sparse_.clear();
         dense_ = words;
@@ -132,12 +129,8 @@ void clear_touched(std::vector<uint32_t>& words, const std::vector<uint64_t>* bl
         std::fill(words.begin(), words.end(), 0u);
         return;
     }
-    constexpr size_t kBlock = TokenTrie::Touched::kBlockWords;
-    for (size_t i = 0; i < blocks->size(); ++i)
-        for (uint64_t bits = (*blocks)[i]; bits; bits &= bits - 1) {
-            const size_t first = (i * 64 + size_t(__builtin_ctzll(bits))) * kBlock;
-            std::fill(words.begin() + long(first), words.begin() + long(std::min(first + kBlock, words.size())), 0u);
-        }
+    TokenTrie::Touched::each_block(*blocks, words.size(),
+                                   [&](size_t first, size_t end) { std::fill(words.begin() + long(first), words.begin() + long(end), 0u); });
 }
 
 }  // namespace

@@ -32,9 +32,7 @@ struct TokenTrie::FastWalk {
     }
     void leave(const Node& n) {  // the tokens at and below n are uncertain
         set_subtree(n, uncertain);
-        if (n.subtree_begin == n.subtree_end) return;
-        const size_t last = (n.subtree_end - 1) / 32 / Touched::kBlockWords;
-        for (size_t b = n.subtree_begin / 32 / Touched::kBlockWords; b <= last; ++b) Touched::mark(touched.uncertain, b * Touched::kBlockWords);
+        Touched::mark_range(touched.uncertain, n.subtree_begin / 32, (size_t(n.subtree_end) + 31) / 32);
     }
 };
 

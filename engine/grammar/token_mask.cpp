@@ -151,8 +151,8 @@ void TokenTrie::walk_among(uint32_t node, Recognizer& r, const std::vector<uint3
 
 void TokenTrie::allowed_among(Recognizer& r, std::span<const std::pair<uint32_t, uint32_t>> rank_words,
                               std::vector<uint32_t>& mask) const {
-    thread_local std::vector<uint32_t> wanted;  // bit by rank
-    wanted.assign((sorted_.size() + 31) / 32, 0u);
+    thread_local std::vector<uint32_t> wanted;  // bit by rank; zero between calls (only the words set here are cleared)
+    wanted.resize((sorted_.size() + 31) / 32, 0u);
     // The tokens another split allowed already are left out, unless they are
     // too many to look each up (then the walk's byte skipping is the cheaper).
     constexpr size_t kLookUpWords = 128;
@@ -165,7 +165,13 @@ void TokenTrie::allowed_among(Recognizer& r, std::span<const std::pair<uint32_t,
             }
         wanted[w] = keep;
     }
-    walk_among(0, r, wanted, mask);
+    try {
+        walk_among(0, r, wanted, mask);
+    } catch (...) {
+        std::fill(wanted.begin(), wanted.end(), 0u);
+        throw;
+    }
+    for (const auto& [w, word] : rank_words) wanted[w] = 0;
 }
 
 }  // namespace minfer::grammar

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,19 @@ public:
         std::vector<uint64_t> sure, uncertain;  // bit b: words [b * kBlockWords, (b + 1) * kBlockWords)
         bool all_sure = false, all_uncertain = false;
         static void mark(std::vector<uint64_t>& blocks, size_t word) { blocks[word / kBlockWords / 64] |= uint64_t(1) << (word / kBlockWords % 64); }
+        // Marks the blocks of words [first, end).
+        static void mark_range(std::vector<uint64_t>& blocks, size_t first, size_t end) {
+            for (size_t b = first / kBlockWords; b * kBlockWords < end; ++b) mark(blocks, b * kBlockWords);
+        }
+        // Calls f(first, end) with the words of each block marked in `blocks`, in order (end <= size).
+        template <class F>
+        static void each_block(const std::vector<uint64_t>& blocks, size_t size, F f) {
+            for (size_t i = 0; i < blocks.size(); ++i)
+                for (uint64_t bits = blocks[i]; bits; bits &= bits - 1) {
+                    const size_t first = (i * 64 + size_t(std::countr_zero(bits))) * kBlockWords;
+                    f(first, std::min(first + kBlockWords, size));
+                }
+        }
     };
     // The same into buffers that are all zero on entry (empty ones are sized),
     // noting the blocks it sets bits in.
