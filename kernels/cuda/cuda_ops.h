@@ -239,10 +239,17 @@ void launch_dense_gemv(const float* x, int32_t rows, int32_t k, const void* w, D
                        float* out, cudaStream_t stream);
 // For benches only: a BF16 GEMV of `rows` rows with `features` features a warp
 // and `unroll` words a feature in flight (one row: features 1, 2 or 4, unroll 2,
-// 4 or 8 but not 4 x 8; 2 to 5 rows: 2 x 2, 4 x 1, 4 x 2, 8 x 1); false for a
-// combination it was not built for.
-bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x, int32_t k, const void* w,
-                              int64_t ldw, int32_t n, float* out, cudaStream_t stream);
+// 4 or 8 but not 4 x 8, and with the next stretch prefetched 1 x 2, 2 x 1, 2 x 2,
+// 4 x 1; 2 to 5 rows: 2 x 2, 4 x 1, 4 x 2, 8 x 1); false for a combination it
+// was not built for.
+bool launch_bf16_gemv_variant(int rows, int features, int unroll, bool prefetch, const float* x, int32_t k,
+                              const void* w, int64_t ldw, int32_t n, float* out, cudaStream_t stream);
+// For benches only: the one-row FP8 GEMV with `features` features a warp,
+// `unroll` words a feature in flight, the next stretch's loads issued before
+// this one's are used when `prefetch` (1x8, 2x2, 2x4, 4x2, 4x4, 8x1, 8x2
+// without; 1x4, 2x2, 2x4, 4x1, 4x2, 8x1 with); false for another combination.
+bool launch_fp8_gemv_variant(int features, int unroll, bool prefetch, const float* x, int32_t k, const uint8_t* w8,
+                             const float* scale, int32_t n, float* out, cudaStream_t stream);
 // The FP8 GEMV of up to kGemvMaxSegments E4M3 matrices that share the input,
 // in one launch: targets[i].out = *scales[i] * x * W8_i^T (each matrix k bytes a
 // row, k a multiple of 16), rows in 1..kGemvMaxRows.

@@ -113,17 +113,39 @@ struct Segments {
 // limits 8 rows at 2 features). At one row, minfer_gpu_ops --bench's sweep of
 // 8 tilings over Llama-3-8B's shapes chose 2 features x 2 words for bf16:
 // within 2% of the best tiling on every shape (q/o 73.8% of HBM bandwidth, q/k/v
-// as one 84.4%, gate/up 92.5%, down 92.6%), where 2 x 4 gave 69-90%. FP8 keeps
-// 4 words in flight at one or two rows: its decode fell from 220.6 to 215.6
-// tok/s with 2.
+// as one 84.4%, gate/up 92.5%, down 92.6%), where 2 x 4 gave 69-90%. At two
+// rows FP8 keeps 4 words a feature in flight.
+//
+// FP8 at one row is the exception: a row of 4,096 weights is only 256 words,
+// so at 2 x 4 a warp that waits for each stretch spends its short life on two
+// round trips to memory. The sweep (minfer_gpu_ops --bench-gemv, one H200) chose 4
+// features x 1 word with the next stretch prefetched: q/o 9.6 -> 7.8 µs,
+// q/k/v 16.8 -> 9.1, gate+up 44.7 -> 34.8, down 24.8 -> 21.7 against 2 x 4
+// without, and within 5% of the best tiling on each shape.
 template <class Format, int Rows>
 struct Tiling {
-    static constexpr int kFeatures = Rows <= 2 ? 2 : 4;
-    static constexpr int kUnroll = Rows <= 2 && Format::kPerWord == 16 ? 4 : 2;
+    static constexpr int features() { return Rows == 1 && Format::kPerWord == 16 ? 4 : Rows <= 2 ? 2 : 4; }
+    static constexpr int unroll() { return Format::kPerWord == 16 ? (Rows == 1 ? 1 : Rows == 2 ? 4 : 2) : 2; }
+    static constexpr bool prefetch() { return Rows == 1 && Format::kPerWord == 16; }
 };
 
-template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::kFeatures,
-          int kUnroll = Tiling<Format, Rows>::kUnroll>
+// One stretch of a warp's walk along its rows: kUnroll words a feature, word c
+// of each row for a lane at column word c0 + lane (zeros past the row's end).
+template <int kFeatures, int kUnroll>
+__device__ __forceinline__ void load_stretch(const uint4* const (&rows)[kFeatures], int c0, int32_t words,
+                                             uint4 (&wv)[kUnroll][kFeatures]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int f = 0; f < kFeatures; ++f)
+            wv[u][f] = c0 + 32 * u < words ? load_stream(rows[f] + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+}
+
+// kPrefetch: issue the next stretch's loads before using this one's, so a warp
+// always has loads in flight (an FP8 row of 4,096 weights is only 256 words:
+// two stretches of 4 words a lane, each a full round trip to memory otherwise).
+template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::features(),
+          int kUnroll = Tiling<Format, Rows>::unroll(), bool kPrefetch = Tiling<Format, Rows>::prefetch()>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words) {
     pdl_wait();
@@ -146,14 +168,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int f = 0; f < kFeatures; ++f) acc[r][f] = 0.0f;
 
+    uint4 wv[kUnroll][kFeatures];
+    if constexpr (kPrefetch) load_stretch(rows, lane, words, wv);
     for (int c0 = lane; c0 < words; c0 += 32 * kUnroll) {
-        // Issue every load of this stretch before using any.
-        uint4 wv[kUnroll][kFeatures];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int f = 0; f < kFeatures; ++f)
-                wv[u][f] = c0 + 32 * u < words ? load_stream(rows[f] + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+        // Issue every load of this stretch (or, prefetching, of the next) before using any.
+        uint4 next[kUnroll][kFeatures];
+        if constexpr (kPrefetch)
+            load_stretch(rows, c0 + 32 * kUnroll, words, next);
+        else
+            load_stretch(rows, c0, words, wv);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int c = c0 + 32 * u;
@@ -171,6 +194,11 @@ __global__ void __launch_bounds__(kWarps * 32)
                     for (int j = 0; j < E; ++j) acc[r][f] = fmaf(wf[f][j], xv[j], acc[r][f]);
             }
         }
+        if constexpr (kPrefetch)
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+                for (int f = 0; f < kFeatures; ++f) wv[u][f] = next[u][f];
     }
 
     const float s = segs.scale[seg] ? *segs.scale[seg] : 1.0f;
@@ -185,8 +213,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
 }
 
-template <class Format, int Rows, int Features = Tiling<Format, Rows>::kFeatures,
-          int Unroll = Tiling<Format, Rows>::kUnroll>
+template <class Format, int Rows, int Features = Tiling<Format, Rows>::features(),
+          int Unroll = Tiling<Format, Rows>::unroll(), bool Prefetch = Tiling<Format, Rows>::prefetch()>
 void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* const* scales,
           cudaStream_t stream) {
     const bool vec = is_aligned(x, 16) && k % 4 == 0;
@@ -202,7 +230,7 @@ void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, i
         blocks += (targets[i].n + per_block - 1) / per_block;
     }
     segs.count = count;
-    launch_pdl(gemv_kernel<Format, Rows, Features, Unroll>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs,
+    launch_pdl(gemv_kernel<Format, Rows, Features, Unroll, Prefetch>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs,
                words);
 }
 
@@ -241,16 +269,20 @@ void launch_dense_gemv_group(const float* x, int32_t rows, int32_t k, const Gemv
 }
 
 // The bench's sweeps: BF16 GEMVs of 1 to 5 rows with other tilings than Tiling's.
-template <int Rows, int Features, int Unroll>
+template <int Rows, int Features, int Unroll, bool Prefetch = false>
 void bf16_gemv_variant(const float* x, int32_t k, const GemvTarget& target, int32_t words, cudaStream_t stream) {
-    gemv<Bf16Format, Rows, Features, Unroll>(x, k, &target, 1, words, nullptr, stream);
+    gemv<Bf16Format, Rows, Features, Unroll, Prefetch>(x, k, &target, 1, words, nullptr, stream);
 }
 
-bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x, int32_t k, const void* w,
-                              int64_t ldw, int32_t n, float* out, cudaStream_t stream) {
+bool launch_bf16_gemv_variant(int rows, int features, int unroll, bool prefetch, const float* x, int32_t k,
+                              const void* w, int64_t ldw, int32_t n, float* out, cudaStream_t stream) {
     const GemvTarget target{w, n, out};
     const int32_t words = int32_t(ldw / 8);
-    switch (rows * 1000 + features * 10 + unroll) {
+    switch (int(prefetch) * 100000 + rows * 1000 + features * 10 + unroll) {
+        case 101012: bf16_gemv_variant<1, 1, 2, true>(x, k, target, words, stream); return true;
+        case 101021: bf16_gemv_variant<1, 2, 1, true>(x, k, target, words, stream); return true;
+        case 101022: bf16_gemv_variant<1, 2, 2, true>(x, k, target, words, stream); return true;
+        case 101041: bf16_gemv_variant<1, 4, 1, true>(x, k, target, words, stream); return true;
         case 1012: bf16_gemv_variant<1, 1, 2>(x, k, target, words, stream); return true;
         case 1014: bf16_gemv_variant<1, 1, 4>(x, k, target, words, stream); return true;
         case 1018: bf16_gemv_variant<1, 1, 8>(x, k, target, words, stream); return true;
@@ -269,6 +301,34 @@ bool launch_bf16_gemv_variant(int rows, int features, int unroll, const float* x
         MINFER_GEMV_ROWS_VARIANTS(4)
         MINFER_GEMV_ROWS_VARIANTS(5)
 #undef MINFER_GEMV_ROWS_VARIANTS
+        default: return false;
+    }
+}
+
+// The bench's sweep of one-row FP8 tilings, with and without prefetching.
+bool launch_fp8_gemv_variant(int features, int unroll, bool prefetch, const float* x, int32_t k, const uint8_t* w8,
+                             const float* scale, int32_t n, float* out, cudaStream_t stream) {
+    const GemvTarget target{w8, n, out};
+    const int32_t words = k / 16;
+#define MINFER_FP8_VARIANT(F, U, P)                                                        \
+    case F * 100 + U * 10 + P:                                                             \
+        gemv<E4m3Format, 1, F, U, bool(P)>(x, k, &target, 1, words, &scale, stream); \
+        return true;
+    switch (features * 100 + unroll * 10 + int(prefetch)) {
+        MINFER_FP8_VARIANT(1, 8, 0)
+        MINFER_FP8_VARIANT(2, 2, 0)
+        MINFER_FP8_VARIANT(2, 4, 0)
+        MINFER_FP8_VARIANT(4, 2, 0)
+        MINFER_FP8_VARIANT(4, 4, 0)
+        MINFER_FP8_VARIANT(8, 1, 0)
+        MINFER_FP8_VARIANT(8, 2, 0)
+        MINFER_FP8_VARIANT(1, 4, 1)
+        MINFER_FP8_VARIANT(2, 2, 1)
+        MINFER_FP8_VARIANT(2, 4, 1)
+        MINFER_FP8_VARIANT(4, 1, 1)
+        MINFER_FP8_VARIANT(4, 2, 1)
+        MINFER_FP8_VARIANT(8, 1, 1)
+#undef MINFER_FP8_VARIANT
         default: return false;
     }
 }

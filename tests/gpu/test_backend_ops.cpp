@@ -31,6 +31,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -1354,22 +1355,41 @@ void bench_matmul(Backend& gpu) {
         }
 }
 
+// Llama-3-8B's matrices as the decode GEMVs see them: q/k/v and gate/up also
+// as the one launch matmul_shared_input makes of them.
+struct GemvShape {
+    const char* name;
+    int32_t n, k;
+};
+constexpr GemvShape kGemvShapes[] = {{"k/v", 1024, 4096},      {"q/o", 4096, 4096},      {"qkv", 6144, 4096},
+                                     {"gate/up", 14336, 4096}, {"gate+up", 28672, 4096}, {"down", 4096, 14336},
+                                     {"lm_head", 128256, 4096}};
+
+// Seconds a launch, the mean of 50 after one warm-up, the device drained
+// before and after (launch(i) may cycle through copies of its weights).
+template <class Launch>
+double seconds_per_launch(Launch&& launch) {
+    const int iters = 50;
+    launch(0);
+    cudaDeviceSynchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) launch(i);
+    cudaDeviceSynchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
 // The BF16 GEMV's tilings (features a warp x words in flight a feature) on
 // Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: at one row
 // the numbers Tiling<Bf16Format, 1> is chosen by; at 2 to 5 rows (speculative
 // verification's 1 + k) beside what Backend::matmul does with those rows
 // (cuBLASLt above kDenseGemvMaxRows), the numbers that threshold is chosen by.
 void bench_gemv_variants(Backend& gpu) {
-    struct Mat {
-        const char* name;
-        int32_t n, k;
-    };
-    const Mat mats[] = {{"k/v", 1024, 4096}, {"q/o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate/up", 14336, 4096},
-                        {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
-    const std::pair<int, int> one_row[] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
-    const std::pair<int, int> more_rows[] = {{2, 2}, {4, 1}, {4, 2}, {8, 1}};
+    const std::tuple<int, int, bool> one_row[] = {{1, 2, false}, {1, 4, false}, {1, 8, false}, {2, 2, false},
+                                                  {2, 4, false}, {2, 8, false}, {4, 2, false}, {4, 4, false},
+                                                  {1, 2, true},  {2, 1, true},  {2, 2, true},  {4, 1, true}};
+    const std::tuple<int, int, bool> more_rows[] = {{2, 2, false}, {4, 1, false}, {4, 2, false}, {8, 1, false}};
     std::mt19937 rng(3);
-    for (const Mat& m : mats) {
+    for (const GemvShape& m : kGemvShapes) {
         const size_t bytes = size_t(m.n) * m.k * 2;
         // Enough copies to cycle through 4x the L2, so that the weights come from memory.
         std::vector<uint16_t> host(size_t(m.n) * m.k);
@@ -1385,29 +1405,22 @@ void bench_gemv_variants(Backend& gpu) {
         DeviceArena g(gpu);
         const float* x = g.copy(std::vector<float>(size_t(5) * m.k, 0.01f));
         float* out = g.poisoned(size_t(5) * m.n);
-        auto time = [&](auto&& launch) {  // the GEMV runs on the default stream, the backend's on its own
-            const int iters = 50;
-            launch(0);
-            cudaDeviceSynchronize();
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < iters; ++i) launch(i);
-            cudaDeviceSynchronize();
-            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-        };
+        // The GEMV runs on the default stream, the backend's on its own: time both whole.
+        auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
         auto report = [&](int rows, const char* what, double sec) {
-            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d rows=%d %-22s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
+            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d rows=%d %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
                         m.name, m.n, m.k, rows, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
             std::fflush(stdout);
         };
         for (int rows = 1; rows <= 5; ++rows) {
-            for (auto [features, unroll] : rows == 1 ? std::span<const std::pair<int, int>>(one_row)
-                                                    : std::span<const std::pair<int, int>>(more_rows)) {
+            using Variants = std::span<const std::tuple<int, int, bool>>;
+            for (auto [features, unroll, prefetch] : rows == 1 ? Variants(one_row) : Variants(more_rows)) {
                 const double sec = time([&](int i) {
-                    cuda::launch_bf16_gemv_variant(rows, features, unroll, x, m.k, ws[size_t(i) % ws.size()], m.k, m.n,
-                                                   out, nullptr);
+                    cuda::launch_bf16_gemv_variant(rows, features, unroll, prefetch, x, m.k, ws[size_t(i) % ws.size()],
+                                                   m.k, m.n, out, nullptr);
                 });
-                char what[32];
-                std::snprintf(what, sizeof what, "features=%d unroll=%d", features, unroll);
+                char what[48];
+                std::snprintf(what, sizeof what, "features=%d unroll=%d%s", features, unroll, prefetch ? " prefetch" : "");
                 report(rows, what, sec);
             }
             report(rows, "Backend::matmul",
@@ -1415,6 +1428,67 @@ void bench_gemv_variants(Backend& gpu) {
         }
         for (void* w : ws) gpu.free(w);
     }
+}
+
+// The one-row FP8 GEMV's tilings on the same shapes, in GB/s of weights (1 byte
+// each). A lane sums its words in the same order in every tiling, so each
+// variant's output must equal the production tiling's bit for bit: a variant
+// that differs is reported as a FAIL (and the run exits non-zero).
+bool bench_fp8_gemv_variants(Backend& gpu) {
+    const std::tuple<int, int, bool> variants[] = {{1, 8, false}, {2, 2, false}, {2, 4, false}, {4, 2, false},
+                                                   {4, 4, false}, {8, 1, false}, {8, 2, false}, {1, 4, true},
+                                                   {2, 2, true},  {2, 4, true},  {4, 1, true},  {4, 2, true},
+                                                   {8, 1, true}};
+    std::mt19937 rng(5);
+    bool ok = true;
+    for (const GemvShape& m : kGemvShapes) {
+        const size_t bytes = size_t(m.n) * m.k;
+        std::vector<uint8_t> host(bytes);
+        for (uint8_t& b : host) b = uint8_t(rng() & 0xf7u);  // E4M3 without NaN (exponent below 15)
+        std::vector<uint8_t*> ws;
+        for (size_t total = 0; ws.empty() || total < (size_t(240) << 20); total += bytes) {
+            ws.push_back(static_cast<uint8_t*>(gpu.alloc(bytes)));
+            gpu.upload(ws.back(), host.data(), bytes);
+        }
+        DeviceArena g(gpu);
+        std::vector<float> xh(size_t(m.k));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (float& v : xh) v = normal(rng);
+        const float* x = g.copy(xh);
+        const float* scale = g.copy(std::vector<float>{0.0123f});
+        float* out = g.poisoned(size_t(m.n));
+        float* ref = g.poisoned(size_t(m.n));
+        cuda::launch_fp8_gemv(x, 1, m.k, ws[0], scale, m.n, ref, nullptr);
+        std::vector<float> want(size_t(m.n)), got(size_t(m.n));
+        cudaDeviceSynchronize();
+        gpu.download(want.data(), ref, want.size() * sizeof(float));
+        auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
+        auto report = [&](const char* what, double sec, const char* check) {
+            std::printf("bench gemv fp8 %-8s n=%-6d k=%-5d rows=1 %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s  %s\n",
+                        m.name, m.n, m.k, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12, check);
+            std::fflush(stdout);
+        };
+        report("production", time([&](int i) {
+                   cuda::launch_fp8_gemv(x, 1, m.k, ws[size_t(i) % ws.size()], scale, m.n, out, nullptr);
+               }),
+               "");
+        for (auto [features, unroll, prefetch] : variants) {
+            const double sec = time([&](int i) {
+                cuda::launch_fp8_gemv_variant(features, unroll, prefetch, x, m.k, ws[size_t(i) % ws.size()], scale,
+                                              m.n, out, nullptr);
+            });
+            cuda::launch_fp8_gemv_variant(features, unroll, prefetch, x, m.k, ws[0], scale, m.n, out, nullptr);
+            cudaDeviceSynchronize();
+            gpu.download(got.data(), out, got.size() * sizeof(float));
+            const bool same = std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+            ok = ok && same;
+            char what[48];
+            std::snprintf(what, sizeof what, "features=%d unroll=%d%s", features, unroll, prefetch ? " prefetch" : "");
+            report(what, sec, same ? "same" : "FAIL: differs from production");
+        }
+        for (uint8_t* w : ws) gpu.free(w);
+    }
+    return ok;
 }
 
 // Paged attention on Llama-3-8B's heads (32 q, 8 kv, hd 128), block size 16:
@@ -1510,7 +1584,7 @@ int main(int argc, char** argv) {
         }
         if (bench_gemv_only) {
             bench_gemv_variants(*gpu);
-            return 0;
+            return bench_fp8_gemv_variants(*gpu) ? 0 : 1;
         }
         if (bench_matmul_only) {
             bench_matmul(*gpu);
@@ -1518,6 +1592,7 @@ int main(int argc, char** argv) {
         }
         if (bench) {
             bench_gemv_variants(*gpu);
+            if (!bench_fp8_gemv_variants(*gpu)) return 1;
             bench_attention(*gpu);
             bench_matmul(*gpu);
             return 0;
