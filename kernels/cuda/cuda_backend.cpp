@@ -418,12 +418,13 @@ public:
     // Dense F16/BF16 weights of one type and row length (q/k/v, gate/up): one GEMV
     // launch at the rows dense_gemv_takes, one activation conversion for the
     // cuBLASLt GEMMs above them. FP8 weights of one row length: one GEMV launch up
-    // to kGemvMaxRows rows (each matrix with its scale). Anything else (quantized,
-    // F32, mixed, FP8 GEMMs) goes one matmul at a time.
+    // to kGemvMaxRows rows (each matrix with its scale), one activation
+    // quantization for the GEMMs above. Anything else (quantized, F32, mixed)
+    // goes one matmul at a time.
     void matmul_shared_input(const float* x, std::span<const MatmulTarget> targets, int32_t rows) override {
         if (targets.empty()) return;
         const auto& first = static_cast<const CudaWeight&>(*targets.front().w);
-        if (fp8_gemv_group(x, targets, rows)) return;
+        if (fp8_group(x, targets, rows)) return;
         bool shared = targets.size() <= size_t(cuda::kGemvMaxSegments) && first.dtype != DType::F32;
         for (const MatmulTarget& t : targets) {
             const auto& w = static_cast<const CudaWeight&>(*t.w);
@@ -457,20 +458,27 @@ public:
         after_op();
     }
 
-    // matmul_shared_input's FP8 GEMVs: false (nothing done) unless every target
-    // is an FP8 matrix of first's row length and the rows fit a GEMV.
-    bool fp8_gemv_group(const float* x, std::span<const MatmulTarget> targets, int32_t rows) {
+    // matmul_shared_input's FP8 matrices: false (nothing done) unless every
+    // target is an FP8 matrix of first's row length. Up to kGemvMaxRows rows one
+    // GEMV launch; above, the activations quantized once and a GEMM per target.
+    bool fp8_group(const float* x, std::span<const MatmulTarget> targets, int32_t rows) {
         const auto& first = static_cast<const CudaWeight&>(*targets.front().w);
-        if (rows > cuda::kGemvMaxRows || targets.size() > size_t(cuda::kGemvMaxSegments)) return false;
-        cuda::GemvTarget gemv[cuda::kGemvMaxSegments];
+        if (targets.size() > size_t(cuda::kGemvMaxSegments)) return false;
+        cuda::GemvTarget group[cuda::kGemvMaxSegments];
         const float* scales[cuda::kGemvMaxSegments];
         for (size_t i = 0; i < targets.size(); ++i) {
             const auto& w = static_cast<const CudaWeight&>(*targets[i].w);
             if (!w.fp8_scale || w.cols != first.cols) return false;
-            gemv[i] = {w.data, int32_t(w.rows), targets[i].out};
+            group[i] = {w.data, int32_t(w.rows), targets[i].out};
             scales[i] = w.fp8_scale;
         }
-        cuda::launch_fp8_gemv_group(x, rows, int32_t(first.cols), gemv, scales, int32_t(targets.size()), stream_);
+        if (rows <= cuda::kGemvMaxRows) {
+            cuda::launch_fp8_gemv_group(x, rows, int32_t(first.cols), group, scales, int32_t(targets.size()), stream_);
+        } else {
+            const uint64_t gemm_moves = gemm_->buffer_moves();
+            gemm_->run_fp8_many(x, rows, first.cols, group, scales, int32_t(targets.size()));
+            if (gemm_->buffer_moves() != gemm_moves) workspace_moved();
+        }
         for (const MatmulTarget& t : targets)
             if (t.bias) cuda::launch_add_bias(t.out, t.bias, rows, t.w->rows, stream_);
         after_op();

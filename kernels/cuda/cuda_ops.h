@@ -323,10 +323,16 @@ public:
     // bytes, k a multiple of 16. No host sync once a shape has been seen.
     void run_fp8(const float* x, int32_t rows, int64_t k, const uint8_t* w8, const float* w_scale, int64_t n,
                  float* out);
+    // run_fp8() for several FP8 matrices of row length k over the same x (q/k/v,
+    // gate/up): x is quantized once, then one GEMM per target (each W8 its scale).
+    void run_fp8_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets, const float* const* w_scales,
+                      int32_t count);
     // How often the converted-activation buffer has moved (a recorded step must be recorded again).
     uint64_t buffer_moves() const;
 
 private:
+    void fp8_gemm(const float* x, const uint8_t* xq, const float* x_scale, int32_t rows, int64_t k, const uint8_t* w8,
+                  const float* w_scale, int64_t n, float* out);
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

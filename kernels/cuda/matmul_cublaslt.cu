@@ -127,12 +127,13 @@ struct CublasLtGemm::Impl {
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
     DeviceBuffer xh;     // converted activations (F16/BF16 weights)
-    uint64_t moves = 0;  // times xh (or fp8_wide) was reallocated
+    uint64_t moves = 0;  // times xh (or fp8_wide, fp8_x) was reallocated
     std::map<PlanKey, Plan> plans;
     float* fp8_scalars = nullptr;      // FP8: amax and scale of the activations (device)
     std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
     bool fp8_fast_accum = false;       // CudaOptions::fp8_fast_accum
     DeviceBuffer fp8_wide;             // fp8 weights widened to bf16 (the last resort)
+    DeviceBuffer fp8_x;                // the activations in E4M3 (apart from xh, which the last resort uses)
 
     // Grows buf to at least `bytes` (only ever on growth: a step that fits
     // allocates nothing, so a warmed-up shape can be captured in a graph).
@@ -288,8 +289,32 @@ __global__ void scale_by_kernel(float* out, const float* a, const float* b, int6
 // worked is remembered.
 void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_t* w8, const float* w_scale,
                            int64_t n, float* out) {
-    if (rows == 0 || n == 0) return;
+    const GemvTarget target{w8, int32_t(n), out};
+    run_fp8_many(x, rows, k, &target, &w_scale, 1);
+}
+
+void CublasLtGemm::run_fp8_many(const float* x, int32_t rows, int64_t k, const GemvTarget* targets,
+                                const float* const* w_scales, int32_t count) {
+    if (rows == 0 || count == 0) return;
     if (k % 16) throw std::invalid_argument("fp8 gemm: k must be a multiple of 16");
+    Impl& s = *impl_;
+    // amax and the activations' scale, each 16-byte aligned as scale pointers must be.
+    if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 8 * sizeof(float)));
+    float* amax = s.fp8_scalars;
+    float* x_scale = s.fp8_scalars + 4;
+    s.grow(s.fp8_x, size_t(rows) * size_t(k));
+    auto* xq = s.fp8_x.as<uint8_t>();
+    launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);  // once for every target
+    for (int32_t i = 0; i < count; ++i)
+        fp8_gemm(x, xq, x_scale, rows, k, static_cast<const uint8_t*>(targets[i].w), w_scales[i], targets[i].n,
+                 targets[i].out);
+}
+
+// One FP8 GEMM on activations already quantized (xq, *x_scale), in the first
+// mode that works for the shape; x itself only for the last resort.
+void CublasLtGemm::fp8_gemm(const float* x, const uint8_t* xq, const float* x_scale, int32_t rows, int64_t k,
+                            const uint8_t* w8, const float* w_scale, int64_t n, float* out) {
+    if (n == 0) return;
     Impl& s = *impl_;
     const PlanKey shape{kPlanFp8, n, rows, k, k, k, 0, 0, 0};
     int& mode = s.fp8_mode[shape];  // 0: scale pointers, 1: unscaled then rescaled, 2: widened weights
@@ -302,18 +327,10 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
         run(x, rows, k, s.fp8_wide.get(), DType::BF16, n, k, out);
         return;
     }
-    // amax and the activations' scale, each 16-byte aligned as scale pointers must be.
-    if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 8 * sizeof(float)));
-    float* amax = s.fp8_scalars;
-    float* x_scale = s.fp8_scalars + 4;
-    s.grow(s.xh, size_t(rows) * size_t(k));
-    auto* xq = s.xh.as<uint8_t>();
-    launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);
-
     // D = (w_scale * W8) * (x_scale * X8): A = W8 (k x n, transposed), B = X8
     // (k x rows, not transposed): the TN layout that FP8 needs. False if
     // cuBLASLt has or runs no kernel for it.
-    auto fp8_gemm = [&](int plan_type, const float* a_scale, const float* b_scale) {
+    auto gemm = [&](int plan_type, const float* a_scale, const float* b_scale) {
         try {
             const PlanKey key{plan_type, n, rows, k, k, k, alignment(w8, k), alignment(xq, k), alignment(out, n * 4)};
             const Plan& p = s.plan_for(key, CUDA_R_8F_E4M3, a_scale, b_scale);
@@ -331,11 +348,11 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
         }
     };
     if (mode == 0) {
-        if (fp8_gemm(kPlanFp8Scaled, w_scale, x_scale)) return;
+        if (gemm(kPlanFp8Scaled, w_scale, x_scale)) return;
         mode = 1;
     }
     if (mode == 1) {
-        if (fp8_gemm(kPlanFp8, nullptr, nullptr)) {
+        if (gemm(kPlanFp8, nullptr, nullptr)) {
             const int64_t total = int64_t(rows) * n;
             scale_by_kernel<<<grid_for(total), kThreads, 0, s.stream>>>(out, w_scale, x_scale, total);
             CUDA_CHECK_LAUNCH();
@@ -345,7 +362,7 @@ void CublasLtGemm::run_fp8(const float* x, int32_t rows, int64_t k, const uint8_
     }
     std::fprintf(stderr, "minfer: cuBLASLt runs no FP8 GEMM for n=%lld k=%lld rows=%d here; widening to bf16\n",
                  (long long)n, (long long)k, rows);
-    run_fp8(x, rows, k, w8, w_scale, n, out);
+    fp8_gemm(x, xq, x_scale, rows, k, w8, w_scale, n, out);
 }
 
 void launch_add_bias(float* out, const float* bias, int32_t rows, int64_t n, cudaStream_t stream) {

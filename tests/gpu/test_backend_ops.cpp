@@ -1053,8 +1053,9 @@ public:
         }
         // q/k/v through matmul_shared_input: one FP8 GEMV launch over three
         // matrices, each with its own scale (weights of different magnitudes),
-        // a bias on one; above kGemvMaxRows each goes through the FP8 GEMM.
-        for (int32_t rows : {1, 5, 8, 17})
+        // a bias on one; above kGemvMaxRows the activations are quantized once
+        // and each matrix goes through the FP8 GEMM.
+        for (int32_t rows : {1, 5, 8, 17, 512})
             run("fp8", fmt("%s shared input q/k/v rows=%d k=512 n=96,32,32 +bias", rows > 8 ? "gemm" : "gemv", rows),
                 rows > 8 ? kFp8Gemm : kFp8Gemv, [&] { return fp8_shared_case(gpu8, rows); });
         // The real error of fp8, against the plain f32 product.
