@@ -1356,15 +1356,17 @@ void bench_matmul(Backend& gpu) {
         }
 }
 
-// Llama-3-8B's matrices as the decode GEMVs see them: q/k/v and gate/up also
-// as the one launch matmul_shared_input makes of them.
+// Llama-3-8B's matrices as the decode GEMVs see them (q/k/v and gate/up also
+// as the one launch matmul_shared_input makes of them), and Llama-3.2-1B's,
+// whose rows of 2,048 are as short in bytes as an FP8 row of 4,096.
 struct GemvShape {
     const char* name;
     int32_t n, k;
 };
-constexpr GemvShape kGemvShapes[] = {{"k/v", 1024, 4096},      {"q/o", 4096, 4096},      {"qkv", 6144, 4096},
-                                     {"gate/up", 14336, 4096}, {"gate+up", 28672, 4096}, {"down", 4096, 14336},
-                                     {"lm_head", 128256, 4096}};
+constexpr GemvShape kGemvShapes[] = {
+    {"k/v", 1024, 4096},       {"q/o", 4096, 4096},     {"qkv", 6144, 4096},         {"gate/up", 14336, 4096},
+    {"gate+up", 28672, 4096},  {"down", 4096, 14336},   {"lm_head", 128256, 4096},   {"1b q/o", 2048, 2048},
+    {"1b qkv", 3072, 2048},    {"1b gate+up", 16384, 2048}, {"1b down", 2048, 8192}};
 
 // Seconds a launch, the mean of 50 after one warm-up, the device drained
 // before and after (launch(i) may cycle through copies of its weights).
@@ -1409,7 +1411,7 @@ void bench_gemv_variants(Backend& gpu) {
         // The GEMV runs on the default stream, the backend's on its own: time both whole.
         auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
         auto report = [&](int rows, const char* what, double sec) {
-            std::printf("bench gemv bf16 %-8s n=%-6d k=%-5d rows=%d %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
+            std::printf("bench gemv bf16 %-10s n=%-6d k=%-5d rows=%d %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
                         m.name, m.n, m.k, rows, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
             std::fflush(stdout);
         };
@@ -1465,7 +1467,7 @@ bool bench_fp8_gemv_variants(Backend& gpu) {
         gpu.download(want.data(), ref, want.size() * sizeof(float));
         auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
         auto report = [&](const char* what, double sec, const char* check) {
-            std::printf("bench gemv fp8 %-8s n=%-6d k=%-5d rows=1 %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s  %s\n",
+            std::printf("bench gemv fp8 %-10s n=%-6d k=%-5d rows=1 %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s  %s\n",
                         m.name, m.n, m.k, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12, check);
             std::fflush(stdout);
         };
