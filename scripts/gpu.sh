@@ -5,7 +5,7 @@
 # tests. Nothing is installed into /: the packages are unpacked under /tmp.
 #
 #   bash scripts/gpu.sh [--build] [--test] [--synth] [--real] [--serve] [--bench] [--grammar-bench] [--memcheck] [--racecheck]
-#                       [--ladder] [--prebuilt] [--sync] [--filter OP]
+#                       [--ladder] [--dev] [--prebuilt] [--sync] [--filter OP]
 #
 #   --build       unpack .gpu/debs, configure (-DMINFER_CUDA=ON, Ninja) and build
 #   --test        run minfer_gpu_ops, minfer_gpu_model, `minfer run --device cuda`, and
@@ -61,6 +61,10 @@
 #                 add, reduction, softmax, transpose) and minfer_ladder_matmul (naive to mma.sync
 #                 against cuBLASLt), each version checked against the CPU and timed, into
 #                 $LOGS/ladder.log (LADDER_ARGS= passes flags to the matmul, e.g. "--size 8192")
+#   --dev         the kernels' experiments (kernels/cuda/dev): each program checks every version of
+#                 one kernel, the production one among them, against the CPU and times it on the
+#                 engine's shapes (minfer_dev_q8_0_gemv: Q8_0's GEMV on GGUF's blocks and repacked),
+#                 into $LOGS/dev.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -77,7 +81,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DO_BUILD=0 DO_TEST=0 DO_OPS=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_LADDER=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
+DO_BUILD=0 DO_TEST=0 DO_OPS=0 DO_SYNTH=0 DO_REAL=0 DO_SERVE=0 DO_BENCH=0 DO_SERVE_BENCH=0 DO_GRAMMAR_BENCH=0 DO_SPEC_BENCH=0 DO_MOE=0 DO_DISAGG_BENCH=0 DO_LADDER=0 DO_DEV=0 DO_PROFILE=0 DO_MEMCHECK=0 DO_RACECHECK=0 PREBUILT=0 FILTER=""
 PROFILE_KERNEL=""
 DEPS=/tmp/minfer-deps
 BUILD_DIR=build-gpu
@@ -98,6 +102,7 @@ while (($#)); do
     --moe) DO_MOE=1 ;;
     --disagg-bench) DO_DISAGG_BENCH=1 ;;
     --ladder) DO_LADDER=1 ;;
+    --dev) DO_DEV=1 ;;
     --memcheck) DO_MEMCHECK=1 ;;
     --racecheck) DO_RACECHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
@@ -110,7 +115,7 @@ while (($#)); do
   esac
   shift
 done
-((DO_BUILD || DO_TEST || DO_OPS || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_LADDER || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
+((DO_BUILD || DO_TEST || DO_OPS || DO_SYNTH || DO_REAL || DO_SERVE || DO_BENCH || DO_SERVE_BENCH || DO_GRAMMAR_BENCH || DO_SPEC_BENCH || DO_MOE || DO_DISAGG_BENCH || DO_LADDER || DO_DEV || DO_PROFILE || DO_MEMCHECK || DO_RACECHECK)) || [ -n "$PROFILE_KERNEL" ] || { DO_BUILD=1; DO_TEST=1; }
 ((PREBUILT)) && DO_BUILD=0
 
 LOGS=$BUILD_DIR/logs
@@ -192,6 +197,7 @@ configure() {
 build() {
   local ladder=()
   ((DO_LADDER)) && ladder=(minfer_ladder_exercises minfer_ladder_matmul)
+  ((DO_DEV)) && ladder+=("${DEV_PROGRAMS[@]}")
   ninja -C "$BUILD_DIR" -j"$(nproc)" minfer minfer_gpu_ops minfer_gpu_model ${ladder[@]+"${ladder[@]}"}
 }
 
@@ -203,6 +209,17 @@ ladder() {
   echo
   # shellcheck disable=SC2086  # LADDER_ARGS is a list of flags
   "$LADDER_BIN/minfer_ladder_matmul" ${LADDER_ARGS:-} || rc=1
+  return "$rc"
+}
+
+# The kernels' experiments: every program, one log; each exits non-zero if a version failed its check.
+DEV_PROGRAMS=(minfer_dev_q8_0_gemv)
+dev_programs() {
+  local rc=0 p
+  for p in "${DEV_PROGRAMS[@]}"; do
+    "$DEV_BIN/$p" || rc=1
+    echo
+  done
   return "$rc"
 }
 
@@ -258,6 +275,7 @@ echo "gpu.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if ((PREBUILT)); then
   BIN=.gpu/bin
   LADDER_BIN=.gpu/bin
+  DEV_BIN=.gpu/bin
   MINFER=.gpu/bin/minfer
   [ -f .gpu/bin.tar.xz ] && tar xJf .gpu/bin.tar.xz -C .gpu
   # The binaries link NCCL: the toolkit's copy, or the one PyTorch's wheels bring.
@@ -271,6 +289,7 @@ if ((PREBUILT)); then
 else
   BIN=$BUILD_DIR/tests/gpu
   LADDER_BIN=$BUILD_DIR/kernels/cuda/ladder
+  DEV_BIN=$BUILD_DIR/kernels/cuda/dev
   MINFER=$BUILD_DIR/minfer
   use_deps
 fi
@@ -512,6 +531,9 @@ if ((DO_PROFILE)); then
 fi
 if ((DO_LADDER)); then
   run_phase ladder ladder
+fi
+if ((DO_DEV)); then
+  run_phase dev dev_programs
 fi
 if ((DO_MEMCHECK)); then
   if sanitizer=$(find_sanitizer); then

@@ -1,0 +1,261 @@
+// The Q8_0 decode GEMV (one row: out[n] = W x), two layouts of the same weights,
+// each checked against a CPU twin and timed on Llama-3-8B's shapes. An
+// experiment in the llm.c dev/cuda style, not engine code.
+//
+//  v1 production: cuda::launch_quant_gemv on GGUF's 34-byte blocks as the file
+//     has them (an fp16 scale, 32 int8 quants). quant_tiles.cuh stages each
+//     warp's tile through shared memory with cp.async, then reads its units
+//     16 bits at a time: a block is only 2-byte aligned. PERFLOG's profile of
+//     4 December 2026 put this GEMV at 52% of the bandwidth, limited by L1.
+//  v2 repacked: the same bytes in two arrays, made once at load: each row's
+//     quants contiguous (so 16-byte aligned when k is a multiple of 16) and its
+//     scales apart. A lane reads 16 quants with one 16-byte load straight from
+//     global memory, like the FP8 GEMV (kernels/cuda/gemv.cu), and the scale of
+//     their block with a 2-byte one; with `prefetch` the next word's loads are
+//     issued before this one's are used. Sums are per 16 quants, scaled once.
+//
+// If v2 wins, the engine would repack Q8_0 at load (pack_weight), and every
+// reader of Q8_0 weights (GEMV, the quantized GEMM, the widening, MoE, the
+// embedding) would read the new layout.
+//
+//   minfer_dev_q8_0_gemv [--runs N]
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/ladder/common.cuh"
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kBlock = 32, kBlockBytes = 34;  // Q8_0: fp16 d, int8 qs[32]
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// sum_j q_j * x_j over 16 int8 quants and 16 fp32 activations (16-byte aligned).
+// Each byte, made unsigned (q + 128), goes into the mantissa of 2^23, and one
+// exact subtraction takes 2^23 + 128 off: two instructions a weight, where a
+// conversion instruction would run at a quarter of the FMA rate.
+__device__ __forceinline__ float dot16(uint4 q, const float* __restrict__ x) {
+    constexpr float kBase = 8388608.0f + 128.0f;
+    const uint32_t words[4] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u, q.z ^ 0x80808080u, q.w ^ 0x80808080u};
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(x) + i);
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            s = fmaf(__int_as_float(__byte_perm(words[i], 0x4B000000u, 0x7540 + j)) - kBase, xs[j], s);
+    }
+    return s;
+}
+
+// v2: a warp owns F features; lane l takes words l, l + 32, ... of each row
+// (16 quants a word, two words a block). k is a multiple of 32.
+template <int F, bool kPrefetch>
+__global__ void __launch_bounds__(kWarps * 32)
+    repacked_gemv(const float* __restrict__ x, int32_t k, const uint4* __restrict__ q, const __half* __restrict__ d,
+                  int32_t n, float* __restrict__ out) {
+    const int32_t words = k / 16, blocks = k / kBlock;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int32_t f0 = (int32_t(blockIdx.x) * kWarps + warp) * F;
+    if (f0 >= n) return;
+    const uint4* rows_q[F];
+    const __half* rows_d[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+        const size_t row = size_t(min(f0 + f, n - 1));
+        rows_q[f] = q + row * size_t(words);
+        rows_d[f] = d + row * size_t(blocks);
+    }
+    auto load = [&](int32_t c, uint4 (&qv)[F], __half (&dv)[F]) {
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+            qv[f] = c < words ? load_stream(rows_q[f] + c) : make_uint4(0, 0, 0, 0);
+            dv[f] = c < words ? rows_d[f][c / 2] : __half(0.0f);
+        }
+    };
+    float acc[F] = {};
+    uint4 qv[F];
+    __half dv[F];
+    if constexpr (kPrefetch) load(lane, qv, dv);
+    for (int32_t c = lane; c < words; c += 32) {
+        uint4 next_q[F];
+        __half next_d[F];
+        if constexpr (kPrefetch)
+            load(c + 32, next_q, next_d);
+        else
+            load(c, qv, dv);
+#pragma unroll
+        for (int f = 0; f < F; ++f) acc[f] = fmaf(__half2float(dv[f]), dot16(qv[f], x + 16 * size_t(c)), acc[f]);
+        if constexpr (kPrefetch)
+#pragma unroll
+            for (int f = 0; f < F; ++f) qv[f] = next_q[f], dv[f] = next_d[f];
+    }
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+        float v = acc[f];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0 && f0 + f < n) out[f0 + f] = v;
+    }
+}
+
+struct Shape {
+    const char* name;
+    int32_t n, k;
+};
+
+// Random Q8_0 blocks: finite fp16 scales around 0.01, quants in [-127, 127].
+std::vector<uint8_t> random_blocks(int32_t n, int32_t k, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+    std::uniform_int_distribution<int> quant(-127, 127);
+    std::vector<uint8_t> blocks(size_t(n) * (k / kBlock) * kBlockBytes);
+    for (size_t b = 0; b < blocks.size(); b += kBlockBytes) {
+        const __half h = __float2half(scale(gen));
+        std::memcpy(&blocks[b], &h, 2);
+        for (int j = 0; j < kBlock; ++j) blocks[b + 2 + j] = uint8_t(int8_t(quant(gen)));
+    }
+    return blocks;
+}
+
+double half_to_double(const uint8_t* p) {
+    __half h;
+    std::memcpy(&h, p, 2);
+    return double(__half2float(h));
+}
+
+// The CPU twin, in double: out[f] = sum over blocks of d * sum_j q_j x_j.
+std::vector<double> reference(const std::vector<uint8_t>& blocks, const std::vector<float>& x, int32_t n, int32_t k) {
+    std::vector<double> out(static_cast<size_t>(n));
+    const int32_t per_row = k / kBlock;
+    for (int32_t f = 0; f < n; ++f) {
+        double acc = 0.0;
+        for (int32_t b = 0; b < per_row; ++b) {
+            const uint8_t* block = &blocks[(size_t(f) * per_row + b) * kBlockBytes];
+            double s = 0.0;
+            for (int j = 0; j < kBlock; ++j) s += double(int8_t(block[2 + j])) * double(x[size_t(b) * kBlock + j]);
+            acc += half_to_double(block) * s;
+        }
+        out[size_t(f)] = acc;
+    }
+    return out;
+}
+
+bool run_shape(const Shape& s, int runs) {
+    const size_t bytes = size_t(s.n) * (s.k / kBlock) * kBlockBytes;
+    const std::vector<uint8_t> blocks = random_blocks(s.n, s.k, 7);
+    std::vector<float> x(size_t(s.k));
+    ladder::fill_uniform(x, -1.0f, 1.0f, 11);
+    const std::vector<double> ref = reference(blocks, x, s.n, s.k);
+
+    // v2's arrays, repacked on the host (the engine would do it once at load).
+    const int32_t per_row = s.k / kBlock;
+    std::vector<uint8_t> quants(size_t(s.n) * s.k);
+    std::vector<uint8_t> scales(size_t(s.n) * per_row * 2);
+    for (size_t b = 0; b < size_t(s.n) * per_row; ++b) {
+        std::memcpy(&scales[2 * b], &blocks[b * kBlockBytes], 2);
+        std::memcpy(&quants[b * kBlock], &blocks[b * kBlockBytes + 2], kBlock);
+    }
+
+    // Copies enough to cycle through 4x the L2 (60 MB), so that the weights come from memory.
+    const int copies = int(std::max<size_t>(1, (size_t(240) << 20) / bytes + 1));
+    std::vector<uint8_t*> raw(static_cast<size_t>(copies)), q(raw.size()), d(raw.size());
+    for (int i = 0; i < copies; ++i) {
+        CUDA_CHECK(cudaMalloc(&raw[size_t(i)], blocks.size()));
+        CUDA_CHECK(cudaMalloc(&q[size_t(i)], quants.size()));
+        CUDA_CHECK(cudaMalloc(&d[size_t(i)], scales.size()));
+        CUDA_CHECK(cudaMemcpy(raw[size_t(i)], blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(q[size_t(i)], quants.data(), quants.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d[size_t(i)], scales.data(), scales.size(), cudaMemcpyHostToDevice));
+    }
+    ladder::DeviceArray<float> x_d(x.size()), out_d(size_t(s.n));
+    CUDA_CHECK(cudaMemcpy(x_d.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+
+    std::printf("\n%s: n=%d k=%d, %.1f MB of Q8_0 blocks, %d copies\n", s.name, s.n, s.k, bytes / 1e6, copies);
+    bool ok = true;
+    std::vector<float> got(static_cast<size_t>(s.n));
+    auto check_and_time = [&](const char* name, const std::function<void(int)>& launch) {
+        CUDA_CHECK(cudaMemset(out_d.p, 0xff, size_t(s.n) * sizeof(float)));  // NaNs: an unwritten output fails
+        launch(0);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaMemcpy(got.data(), out_d.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const double err = ladder::rel_error(got.data(), ref.data(), got.size());
+        int i = 0;
+        const float ms = ladder::median_ms([&] { launch(i++ % copies); }, runs);
+        ok &= ladder::report_bw(name, err, 1e-5, ms, double(bytes));
+    };
+    check_and_time("v1 production (34-byte blocks)", [&](int i) {
+        minfer::cuda::launch_quant_gemv(minfer::cuda::QType::Q8_0, x_d.p, 1, s.k, raw[size_t(i)], s.n, out_d.p, nullptr);
+    });
+    auto repacked = [&](auto kernel, int features) {
+        return [&, kernel, features](int i) {
+            const unsigned grid = unsigned((s.n + kWarps * features - 1) / (kWarps * features));
+            kernel<<<grid, kWarps * 32>>>(x_d.p, s.k, reinterpret_cast<const uint4*>(q[size_t(i)]),
+                                          reinterpret_cast<const __half*>(d[size_t(i)]), s.n, out_d.p);
+        };
+    };
+    check_and_time("v2 repacked, 2 features", repacked(repacked_gemv<2, false>, 2));
+    check_and_time("v2 repacked, 2 features, prefetch", repacked(repacked_gemv<2, true>, 2));
+    check_and_time("v2 repacked, 4 features", repacked(repacked_gemv<4, false>, 4));
+    check_and_time("v2 repacked, 4 features, prefetch", repacked(repacked_gemv<4, true>, 4));
+    check_and_time("v2 repacked, 8 features, prefetch", repacked(repacked_gemv<8, true>, 8));
+    for (int i = 0; i < copies; ++i) {
+        cudaFree(raw[size_t(i)]);
+        cudaFree(q[size_t(i)]);
+        cudaFree(d[size_t(i)]);
+    }
+    return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int runs = 30;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+            runs = std::atoi(argv[++i]);
+            if (runs <= 0) {
+                std::fprintf(stderr, "--runs takes a positive count\n");
+                return 2;
+            }
+        } else {
+            std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
+            return 2;
+        }
+    }
+    try {
+        ladder::print_device();
+        std::printf("median of %d launches after 3 warm-up; GB/s counts the Q8_0 bytes (34 per 32 weights) once\n",
+                    runs);
+        const Shape shapes[] = {{"q/o", 4096, 4096},
+                                {"q/k/v as one", 6144, 4096},
+                                {"gate+up as one", 28672, 4096},
+                                {"down", 4096, 14336},
+                                {"lm_head", 128256, 4096}};
+        bool ok = true;
+        for (const Shape& s : shapes) ok &= run_shape(s, runs);
+        std::printf("\n%s\n", ok ? "all versions PASS" : "some version FAILED");
+        return ok ? 0 : 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}
