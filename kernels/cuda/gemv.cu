@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/load_stream.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace minfer::cuda {
@@ -27,15 +28,6 @@ namespace minfer::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-
-// A 16-byte streaming load that does not take L1 space (the weights are read once).
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 // How a 16-byte word of each weight format widens to floats.
 struct Bf16Format {

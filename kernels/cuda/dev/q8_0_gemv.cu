@@ -33,19 +33,14 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/ladder/common.cuh"
+#include "kernels/cuda/load_stream.cuh"
 
 namespace {
 
+using minfer::cuda::load_stream;
+
 constexpr int kWarps = 4;
 constexpr int kBlock = 32, kBlockBytes = 34;  // Q8_0: fp16 d, int8 qs[32]
-
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 // sum_j q_j * x_j over 16 int8 quants and 16 fp32 activations (16-byte aligned).
 // Each byte, made unsigned (q + 128), goes into the mantissa of 2^23, and one
@@ -228,19 +223,8 @@ bool run_shape(const Shape& s, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int runs = 30;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-            runs = std::atoi(argv[++i]);
-            if (runs <= 0) {
-                std::fprintf(stderr, "--runs takes a positive count\n");
-                return 2;
-            }
-        } else {
-            std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
-            return 2;
-        }
-    }
+    const int runs = ladder::runs_flag(argc, argv, 30);
+    if (runs < 0) return 2;
     try {
         ladder::print_device();
         std::printf("median of %d launches after 3 warm-up; GB/s counts the Q8_0 bytes (34 per 32 weights) once\n",

@@ -80,6 +80,21 @@ inline float median_ms(const std::function<void()>& launch, int runs) {
     return ms[runs / 2];
 }
 
+// The one flag of the programs that take no other, --runs N: N (fallback when
+// absent), or -1 after the usage line for anything else (a count of 0 or less too).
+inline int runs_flag(int argc, char** argv, int fallback) {
+    int runs = fallback;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc && (runs = std::atoi(argv[i + 1])) > 0) {
+            ++i;
+            continue;
+        }
+        std::fprintf(stderr, "usage: %s [--runs N], N > 0\n", argv[0]);
+        return -1;
+    }
+    return runs;
+}
+
 // One line a version: name, error, verdict, time and bandwidth against the copy ceiling.
 inline bool report_bw(const char* name, double err, double threshold, float ms, double bytes) {
     const bool ok = err <= threshold;

@@ -375,19 +375,8 @@ static bool run_transpose(int runs) {
 }
 
 int main(int argc, char** argv) {
-    int runs = 20;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-            runs = std::atoi(argv[++i]);
-            if (runs <= 0) {
-                std::fprintf(stderr, "--runs takes a positive count\n");
-                return 2;
-            }
-        } else {
-            std::fprintf(stderr, "usage: %s [--runs N]\n", argv[0]);
-            return 2;
-        }
-    }
+    const int runs = ladder::runs_flag(argc, argv, 20);
+    if (runs < 0) return 2;
     try {
         print_device();
         std::printf("median of %d launches after 3 warm-up; GB/s counts each input read and each output written once\n",
