@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/dev/gemv_bench.cuh"
 #include "kernels/cuda/ladder/common.cuh"
 #include "kernels/cuda/load_stream.cuh"
 
@@ -112,11 +113,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-struct Shape {
-    const char* name;
-    int32_t n, k;
-};
-
 // Random Q8_0 blocks: finite fp16 scales around 0.01, quants in [-127, 127].
 std::vector<uint8_t> random_blocks(int32_t n, int32_t k, uint32_t seed) {
     std::mt19937 gen(seed);
@@ -154,7 +150,7 @@ std::vector<double> reference(const std::vector<uint8_t>& blocks, const std::vec
     return out;
 }
 
-bool run_shape(const Shape& s, int runs) {
+bool run_shape(const dev::Shape& s, int runs) {
     const size_t bytes = size_t(s.n) * (s.k / kBlock) * kBlockBytes;
     const std::vector<uint8_t> blocks = random_blocks(s.n, s.k, 7);
     std::vector<float> x(size_t(s.k));
@@ -170,76 +166,40 @@ bool run_shape(const Shape& s, int runs) {
         std::memcpy(&quants[b * kBlock], &blocks[b * kBlockBytes + 2], kBlock);
     }
 
-    // Copies enough to cycle through 4x the L2 (60 MB), so that the weights come from memory.
-    const int copies = int(std::max<size_t>(1, (size_t(240) << 20) / bytes + 1));
-    std::vector<uint8_t*> raw(static_cast<size_t>(copies)), q(raw.size()), d(raw.size());
-    for (int i = 0; i < copies; ++i) {
-        CUDA_CHECK(cudaMalloc(&raw[size_t(i)], blocks.size()));
-        CUDA_CHECK(cudaMalloc(&q[size_t(i)], quants.size()));
-        CUDA_CHECK(cudaMalloc(&d[size_t(i)], scales.size()));
-        CUDA_CHECK(cudaMemcpy(raw[size_t(i)], blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(q[size_t(i)], quants.data(), quants.size(), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d[size_t(i)], scales.data(), scales.size(), cudaMemcpyHostToDevice));
-    }
-    ladder::DeviceArray<float> x_d(x.size()), out_d(size_t(s.n));
+    const int copies = dev::copies_for(bytes);
+    const dev::DeviceCopies raw(blocks.data(), blocks.size(), copies), q(quants.data(), quants.size(), copies),
+        d(scales.data(), scales.size(), copies);
+    ladder::DeviceArray<float> x_d(x.size()), out_d(static_cast<size_t>(s.n));
     CUDA_CHECK(cudaMemcpy(x_d.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
 
     std::printf("\n%s: n=%d k=%d, %.1f MB of Q8_0 blocks, %d copies\n", s.name, s.n, s.k, bytes / 1e6, copies);
-    bool ok = true;
-    std::vector<float> got(static_cast<size_t>(s.n));
-    auto check_and_time = [&](const char* name, const std::function<void(int)>& launch) {
-        CUDA_CHECK(cudaMemset(out_d.p, 0xff, size_t(s.n) * sizeof(float)));  // NaNs: an unwritten output fails
-        launch(0);
-        CUDA_CHECK_LAUNCH();
-        CUDA_CHECK(cudaMemcpy(got.data(), out_d.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        const double err = ladder::rel_error(got.data(), ref.data(), got.size());
-        int i = 0;
-        const float ms = ladder::median_ms([&] { launch(i++ % copies); }, runs);
-        ok &= ladder::report_bw(name, err, 1e-5, ms, double(bytes));
-    };
-    check_and_time("v1 production (34-byte blocks)", [&](int i) {
-        minfer::cuda::launch_quant_gemv(minfer::cuda::QType::Q8_0, x_d.p, 1, s.k, raw[size_t(i)], s.n, out_d.p, nullptr);
+    dev::VersionCheck check(out_d.p, ref, copies, runs, double(bytes));
+    check("v1 production (34-byte blocks)", 1e-5, [&](int i) {
+        minfer::cuda::launch_quant_gemv(minfer::cuda::QType::Q8_0, x_d.p, 1, s.k, raw[i], s.n, out_d.p, nullptr);
     });
     auto repacked = [&](auto kernel, int features) {
         return [&, kernel, features](int i) {
             const unsigned grid = unsigned((s.n + kWarps * features - 1) / (kWarps * features));
-            kernel<<<grid, kWarps * 32>>>(x_d.p, s.k, reinterpret_cast<const uint4*>(q[size_t(i)]),
-                                          reinterpret_cast<const __half*>(d[size_t(i)]), s.n, out_d.p);
+            kernel<<<grid, kWarps * 32>>>(x_d.p, s.k, reinterpret_cast<const uint4*>(q[i]),
+                                          reinterpret_cast<const __half*>(d[i]), s.n, out_d.p);
         };
     };
-    check_and_time("v2 repacked, 2 features", repacked(repacked_gemv<2, false>, 2));
-    check_and_time("v2 repacked, 2 features, prefetch", repacked(repacked_gemv<2, true>, 2));
-    check_and_time("v2 repacked, 4 features", repacked(repacked_gemv<4, false>, 4));
-    check_and_time("v2 repacked, 4 features, prefetch", repacked(repacked_gemv<4, true>, 4));
-    check_and_time("v2 repacked, 8 features, prefetch", repacked(repacked_gemv<8, true>, 8));
-    for (int i = 0; i < copies; ++i) {
-        cudaFree(raw[size_t(i)]);
-        cudaFree(q[size_t(i)]);
-        cudaFree(d[size_t(i)]);
-    }
-    return ok;
+    check("v2 repacked, 2 features", 1e-5, repacked(repacked_gemv<2, false>, 2));
+    check("v2 repacked, 2 features, prefetch", 1e-5, repacked(repacked_gemv<2, true>, 2));
+    check("v2 repacked, 4 features", 1e-5, repacked(repacked_gemv<4, false>, 4));
+    check("v2 repacked, 4 features, prefetch", 1e-5, repacked(repacked_gemv<4, true>, 4));
+    check("v2 repacked, 8 features, prefetch", 1e-5, repacked(repacked_gemv<8, true>, 8));
+    return check.ok();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int runs = ladder::runs_flag(argc, argv, 30);
-    if (runs < 0) return 2;
-    try {
-        ladder::print_device();
-        std::printf("median of %d launches after 3 warm-up; GB/s counts the Q8_0 bytes (34 per 32 weights) once\n",
-                    runs);
-        const Shape shapes[] = {{"q/o", 4096, 4096},
-                                {"q/k/v as one", 6144, 4096},
-                                {"gate+up as one", 28672, 4096},
-                                {"down", 4096, 14336},
-                                {"lm_head", 128256, 4096}};
-        bool ok = true;
-        for (const Shape& s : shapes) ok &= run_shape(s, runs);
-        std::printf("\n%s\n", ok ? "all versions PASS" : "some version FAILED");
-        return ok ? 0 : 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
+    return dev::run_all(argc, argv, "GB/s counts the Q8_0 bytes (34 per 32 weights) once",
+                        {{"q/o", 4096, 4096},
+                         {"q/k/v as one", 6144, 4096},
+                         {"gate+up as one", 28672, 4096},
+                         {"down", 4096, 14336},
+                         {"lm_head", 128256, 4096}},
+                        run_shape);
 }
