@@ -43,22 +43,19 @@ using minfer::cuda::load_stream;
 constexpr int kWarps = 4;
 constexpr int kBlock = 32, kBlockBytes = 34;  // Q8_0: fp16 d, int8 qs[32]
 
-// sum_j q_j * x_j over 16 int8 quants and 16 fp32 activations (16-byte aligned).
-// Each byte, made unsigned (q + 128), goes into the mantissa of 2^23, and one
-// exact subtraction takes 2^23 + 128 off: two instructions a weight, where a
+// sum_j q_j * x_j over 16 int8 quants and 16 activations. Each byte, made
+// unsigned (q + 128), goes into the mantissa of 2^23, and one exact
+// subtraction takes 2^23 + 128 off: two instructions a weight, where a
 // conversion instruction would run at a quarter of the FMA rate.
-__device__ __forceinline__ float dot16(uint4 q, const float* __restrict__ x) {
+__device__ __forceinline__ float dot16(uint4 q, const float (&x)[16]) {
     constexpr float kBase = 8388608.0f + 128.0f;
     const uint32_t words[4] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u, q.z ^ 0x80808080u, q.w ^ 0x80808080u};
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float4 xv = __ldg(reinterpret_cast<const float4*>(x) + i);
-        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            s = fmaf(__int_as_float(__byte_perm(words[i], 0x4B000000u, 0x7540 + j)) - kBase, xs[j], s);
-    }
+            s = fmaf(__int_as_float(__byte_perm(words[i], 0x4B000000u, 0x7540 + j)) - kBase, x[4 * i + j], s);
     return s;
 }
 
@@ -98,8 +95,14 @@ __global__ void __launch_bounds__(kWarps * 32)
             load(c + 32, next_q, next_d);
         else
             load(c, qv, dv);
+        float xs[16];  // this word's activations, for every feature
 #pragma unroll
-        for (int f = 0; f < F; ++f) acc[f] = fmaf(__half2float(dv[f]), dot16(qv[f], x + 16 * size_t(c)), acc[f]);
+        for (int i = 0; i < 4; ++i) {
+            const float4 v = __ldg(reinterpret_cast<const float4*>(x + 16 * size_t(c)) + i);
+            xs[4 * i] = v.x, xs[4 * i + 1] = v.y, xs[4 * i + 2] = v.z, xs[4 * i + 3] = v.w;
+        }
+#pragma unroll
+        for (int f = 0; f < F; ++f) acc[f] = fmaf(__half2float(dv[f]), dot16(qv[f], xs), acc[f]);
         if constexpr (kPrefetch)
 #pragma unroll
             for (int f = 0; f < F; ++f) qv[f] = next_q[f], dv[f] = next_d[f];
