@@ -131,6 +131,8 @@ struct CublasLtGemm::Impl {
     std::map<PlanKey, Plan> plans;
     float* fp8_scalars = nullptr;      // FP8: amax and scale of the activations (device)
     std::map<PlanKey, int> fp8_mode;  // per shape: the fp8 path that works (run_fp8)
+    // 0: scale pointers, 1: unscaled then rescaled, 2: widened weights (0 until tried).
+    int& fp8_mode_of(int64_t n, int32_t rows, int64_t k) { return fp8_mode[PlanKey{kPlanFp8, n, rows, k, k, k, 0, 0, 0}]; }
     bool fp8_fast_accum = false;       // CudaOptions::fp8_fast_accum
     DeviceBuffer fp8_wide;             // fp8 weights widened to bf16 (the last resort)
     DeviceBuffer fp8_x;                // the activations in E4M3 (apart from xh, which the last resort uses)
@@ -302,9 +304,15 @@ void CublasLtGemm::run_fp8_many(const float* x, int32_t rows, int64_t k, const G
     if (!s.fp8_scalars) CUDA_CHECK(cudaMalloc(&s.fp8_scalars, 8 * sizeof(float)));
     float* amax = s.fp8_scalars;
     float* x_scale = s.fp8_scalars + 4;
-    s.grow(s.fp8_x, size_t(rows) * size_t(k));
-    auto* xq = s.fp8_x.as<uint8_t>();
-    launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);  // once for every target
+    // Once for every target, unless each one's shape is known to need the widened weights.
+    bool quantize = false;
+    for (int32_t i = 0; i < count; ++i) quantize = quantize || s.fp8_mode_of(targets[i].n, rows, k) != 2;
+    uint8_t* xq = nullptr;
+    if (quantize) {
+        s.grow(s.fp8_x, size_t(rows) * size_t(k));
+        xq = s.fp8_x.as<uint8_t>();
+        launch_fp8_quantize_act(x, rows, k, xq, x_scale, amax, s.stream);
+    }
     for (int32_t i = 0; i < count; ++i)
         fp8_gemm(x, xq, x_scale, rows, k, static_cast<const uint8_t*>(targets[i].w), w_scales[i], targets[i].n,
                  targets[i].out);
@@ -316,8 +324,7 @@ void CublasLtGemm::fp8_gemm(const float* x, const uint8_t* xq, const float* x_sc
                             const uint8_t* w8, const float* w_scale, int64_t n, float* out) {
     if (n == 0) return;
     Impl& s = *impl_;
-    const PlanKey shape{kPlanFp8, n, rows, k, k, k, 0, 0, 0};
-    int& mode = s.fp8_mode[shape];  // 0: scale pointers, 1: unscaled then rescaled, 2: widened weights
+    int& mode = s.fp8_mode_of(n, rows, k);
     if (mode == 2) {
         s.grow(s.fp8_wide, size_t(n) * size_t(k) * 2);
         const int64_t total = n * k;

@@ -1280,6 +1280,20 @@ std::optional<cuda::QType> bench_qtype(GGMLType t) {
     }
 }
 
+// Seconds a launch, the mean of `iters` after one warm-up (which also makes
+// any one-time choice, such as a GEMM's algorithm), the whole device drained
+// before and after: launch(i) may cycle through copies of its weights, and
+// the backend's launches run on its own stream.
+template <class Launch>
+double seconds_per_launch(Launch&& launch, int iters = 50) {
+    launch(0);
+    cudaDeviceSynchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) launch(i);
+    cudaDeviceSynchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
 // Dense bf16 and quantized matrices on Llama-3-8B's shapes. Random bytes make
 // valid blocks as far as timing goes (a NaN scale costs the same).
 void bench_matmul(Backend& gpu) {
@@ -1305,13 +1319,8 @@ void bench_matmul(Backend& gpu) {
             const float* x = g.copy(xh);
             float* out = g.poisoned(size_t(512) * m.n);
             for (int32_t rows : {1, 2, 5, 8, 16, 64, 512}) {  // 2 to 16: speculative verification's 1 + k
-                const int iters = rows == 512 ? 5 : 50;
-                gpu.matmul(x, *ws[0], nullptr, rows, out);  // warm-up (and the GEMM's algorithm choice)
-                gpu.synchronize();
-                const auto t0 = std::chrono::steady_clock::now();
-                for (int i = 0; i < iters; ++i) gpu.matmul(x, *ws[i % ws.size()], nullptr, rows, out);
-                gpu.synchronize();
-                const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+                const double s = seconds_per_launch(
+                    [&](int i) { gpu.matmul(x, *ws[size_t(i) % ws.size()], nullptr, rows, out); }, rows == 512 ? 5 : 50);
                 if (rows == 512)
                     std::printf("bench %-5s %-8s n=%-6d k=%-5d rows=%-3d %9.1f us  %7.1f TFLOP/s\n", ggml_type_name(type),
                                 m.name, m.n, m.k, rows, s * 1e6, 2.0 * rows * m.n * m.k / s / 1e12);
@@ -1333,17 +1342,12 @@ void bench_matmul(Backend& gpu) {
                     gpu.upload(blocks.back(), raw.data(), bytes);
                 }
                 for (int version : {1, 2}) {
-                    auto widen = [&](int i) {
-                        (version == 1 ? cuda::launch_quant_to_bf16_v1 : cuda::launch_quant_to_bf16)(
-                            *q, blocks[i % blocks.size()], m.n, m.k, m.k, wide, nullptr);
-                    };
-                    const int iters = 20;
-                    widen(0);
-                    cudaDeviceSynchronize();
-                    const auto t0 = std::chrono::steady_clock::now();
-                    for (int i = 0; i < iters; ++i) widen(i);
-                    cudaDeviceSynchronize();
-                    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+                    const double sec = seconds_per_launch(
+                        [&](int i) {
+                            (version == 1 ? cuda::launch_quant_to_bf16_v1 : cuda::launch_quant_to_bf16)(
+                                *q, blocks[size_t(i) % blocks.size()], m.n, m.k, m.k, wide, nullptr);
+                        },
+                        20);
                     const double moved = double(bytes) + 2.0 * m.n * m.k;  // blocks read, bf16 written
                     std::printf("bench widen %-5s %-8s n=%-6d k=%-5d version %d %9.1f us  %7.1f GB/s moved  %5.1f%% of 4.19 TB/s\n",
                                 ggml_type_name(type), m.name, m.n, m.k, version, sec * 1e6, moved / sec / 1e9,
@@ -1367,19 +1371,6 @@ constexpr GemvShape kGemvShapes[] = {
     {"k/v", 1024, 4096},       {"q/o", 4096, 4096},     {"qkv", 6144, 4096},         {"gate/up", 14336, 4096},
     {"gate+up", 28672, 4096},  {"down", 4096, 14336},   {"lm_head", 128256, 4096},   {"1b q/o", 2048, 2048},
     {"1b qkv", 3072, 2048},    {"1b gate+up", 16384, 2048}, {"1b down", 2048, 8192}};
-
-// Seconds a launch, the mean of 50 after one warm-up, the device drained
-// before and after (launch(i) may cycle through copies of its weights).
-template <class Launch>
-double seconds_per_launch(Launch&& launch) {
-    const int iters = 50;
-    launch(0);
-    cudaDeviceSynchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) launch(i);
-    cudaDeviceSynchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
 
 // The BF16 GEMV's tilings (features a warp x words in flight a feature) on
 // Llama-3-8B's shapes and q/k/v as one matrix, in GB/s of weights: at one row
@@ -1408,8 +1399,6 @@ void bench_gemv_variants(Backend& gpu) {
         DeviceArena g(gpu);
         const float* x = g.copy(std::vector<float>(size_t(5) * m.k, 0.01f));
         float* out = g.poisoned(size_t(5) * m.n);
-        // The GEMV runs on the default stream, the backend's on its own: time both whole.
-        auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
         auto report = [&](int rows, const char* what, double sec) {
             std::printf("bench gemv bf16 %-10s n=%-6d k=%-5d rows=%d %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s\n",
                         m.name, m.n, m.k, rows, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12);
@@ -1418,7 +1407,7 @@ void bench_gemv_variants(Backend& gpu) {
         for (int rows = 1; rows <= 5; ++rows) {
             using Variants = std::span<const std::tuple<int, int, bool>>;
             for (auto [features, unroll, prefetch] : rows == 1 ? Variants(one_row) : Variants(more_rows)) {
-                const double sec = time([&](int i) {
+                const double sec = seconds_per_launch([&](int i) {
                     cuda::launch_bf16_gemv_variant(rows, features, unroll, prefetch, x, m.k, ws[size_t(i) % ws.size()],
                                                    m.k, m.n, out, nullptr);
                 });
@@ -1426,8 +1415,9 @@ void bench_gemv_variants(Backend& gpu) {
                 std::snprintf(what, sizeof what, "features=%d unroll=%d%s", features, unroll, prefetch ? " prefetch" : "");
                 report(rows, what, sec);
             }
+            // The backend runs on its own stream: seconds_per_launch drains the whole device.
             report(rows, "Backend::matmul",
-                   time([&](int i) { gpu.matmul(x, *packed[size_t(i) % packed.size()], nullptr, rows, out); }));
+                   seconds_per_launch([&](int i) { gpu.matmul(x, *packed[size_t(i) % packed.size()], nullptr, rows, out); }));
         }
         for (void* w : ws) gpu.free(w);
     }
@@ -1465,23 +1455,23 @@ bool bench_fp8_gemv_variants(Backend& gpu) {
         std::vector<float> want(size_t(m.n)), got(size_t(m.n));
         cudaDeviceSynchronize();
         gpu.download(want.data(), ref, want.size() * sizeof(float));
-        auto time = [&](auto&& launch) { return seconds_per_launch(launch); };
         auto report = [&](const char* what, double sec, const char* check) {
             std::printf("bench gemv fp8 %-10s n=%-6d k=%-5d rows=1 %-32s %8.1f us  %7.1f GB/s  %5.1f%% of 4.19 TB/s  %s\n",
                         m.name, m.n, m.k, what, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / 4.19e12, check);
             std::fflush(stdout);
         };
-        report("production", time([&](int i) {
+        report("production", seconds_per_launch([&](int i) {
                    cuda::launch_fp8_gemv(x, 1, m.k, ws[size_t(i) % ws.size()], scale, m.n, out, nullptr);
                }),
                "");
         for (auto [features, unroll, prefetch] : variants) {
-            const double sec = time([&](int i) {
+            // Every copy holds the same bytes, so what the timed launches leave in
+            // out is the variant's result; NaNs first, so that an unwritten one fails.
+            cudaMemset(out, 0xff, got.size() * sizeof(float));
+            const double sec = seconds_per_launch([&](int i) {
                 cuda::launch_fp8_gemv_variant(features, unroll, prefetch, x, m.k, ws[size_t(i) % ws.size()], scale,
                                               m.n, out, nullptr);
             });
-            cuda::launch_fp8_gemv_variant(features, unroll, prefetch, x, m.k, ws[0], scale, m.n, out, nullptr);
-            cudaDeviceSynchronize();
             gpu.download(got.data(), out, got.size() * sizeof(float));
             const bool same = std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
             ok = ok && same;
@@ -1515,12 +1505,8 @@ void bench_attention(Backend& gpu) {
         const float* q = g.copy(qh);
         float* out = g.poisoned(qh.size());
         KVCache cache{cs, {k}, {v}};
-        gpu.paged_attention(q, attn, cache, 0, out);  // warm-up (and the workspace)
-        gpu.synchronize();
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) gpu.paged_attention(q, attn, cache, 0, out);
-        gpu.synchronize();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        // The warm-up also sizes the decode kernel's workspace.
+        const double s = seconds_per_launch([&](int) { gpu.paged_attention(q, attn, cache, 0, out); }, iters);
         gpu.free(k);
         gpu.free(v);
         return s;
