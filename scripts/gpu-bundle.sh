@@ -83,14 +83,14 @@ if ((PREBUILT)); then
   build=/tmp/minfer-gpu-prebuilt
   # MINFER_NATIVE=OFF: the GPU machine's processor may lack this one's instructions.
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_NATIVE=OFF >/dev/null
-  ninja -C "$build" minfer minfer_gpu_ops minfer_gpu_model minfer_ladder_exercises minfer_ladder_matmul minfer_dev_q8_0_gemv minfer_dev_q4_k_gemv
+  ninja -C "$build" minfer minfer_gpu_ops minfer_gpu_model minfer_ladder_exercises minfer_ladder_matmul minfer_dev_q8_0_gemv minfer_dev_k_quant_gemv
   rm -rf .gpu/bin .gpu/lib
   mkdir -p .gpu/bin .gpu/lib
   cp "$build/minfer" "$build/tests/gpu/minfer_gpu_ops" "$build/tests/gpu/minfer_gpu_model" .gpu/bin/
   # Chapter 2's ladder (gpu.sh --ladder): two small programs, the CUDA runtime linked statically.
   cp "$build/kernels/cuda/ladder/minfer_ladder_exercises" "$build/kernels/cuda/ladder/minfer_ladder_matmul" .gpu/bin/
   # The kernels' experiments (gpu.sh --dev).
-  cp "$build/kernels/cuda/dev/minfer_dev_q8_0_gemv" "$build/kernels/cuda/dev/minfer_dev_q4_k_gemv" .gpu/bin/
+  cp "$build/kernels/cuda/dev/minfer_dev_q8_0_gemv" "$build/kernels/cuda/dev/minfer_dev_k_quant_gemv" .gpu/bin/
   # The shared libraries of our dependencies; the C/C++ runtime and CUDA's are there already.
   for bin in .gpu/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'

@@ -24,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -101,7 +102,7 @@ std::optional<cuda::ExpertFormat> expert_format_of(GGMLType t) {
         default: return std::nullopt;
     }
 }
-static_assert(int32_t(cuda::QType::Q6_K) == int32_t(cuda::ExpertFormat::Q6_K), "ExpertFormat starts with QType's order");
+static_assert(int32_t(cuda::QType::Q8_0x8) == int32_t(cuda::ExpertFormat::Q8_0x8), "ExpertFormat starts with QType's order");
 
 // The element type of a plain matrix, or of the bf16 widening of a quantized one.
 DType dtype_of(const WeightView& v) {
@@ -148,7 +149,7 @@ public:
     // Memory changed from the host drops the bf16 copy (see Bf16Copy): its
     // activation's address may now hold something else.
     void* alloc(size_t bytes) override {
-        bf16_copy_ = {};
+        forget_copies();
         void* p = nullptr;
         CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
         return p;
@@ -157,13 +158,13 @@ public:
     // sticky error that the next checked call reports.
     void free(void* p) override {
         if (!p) return;
-        bf16_copy_ = {};
+        forget_copies();
         cudaStreamSynchronize(stream_);  // no op in flight may still use it
         drop_recordings();               // which may hold its address (a runner's buffers, its KV pool)
         cudaFree(p);
     }
     void upload(void* dst, const void* src, size_t bytes) override {
-        bf16_copy_ = {};
+        forget_copies();
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         synchronize();
         traffic_.host_to_device_bytes += int64_t(bytes);
@@ -208,7 +209,7 @@ public:
     }
     void kv_blocks_from_host(KVCache& cache, std::span<const int32_t> blocks, int32_t layer, const void* k_in,
                              const void* v_in) override {
-        bf16_copy_ = {};  // as upload(): device memory changed under any cached conversion
+        forget_copies();  // as upload(): device memory changed under any cached conversion
         for_each_kv_block_io(cache, blocks, layer, "kv_blocks_from_host", [&](size_t i, char* k, char* v, size_t bytes) {
             CUDA_CHECK(cudaMemcpyAsync(k, static_cast<const char*>(k_in) + i * bytes, bytes, cudaMemcpyHostToDevice, stream_));
             CUDA_CHECK(cudaMemcpyAsync(v, static_cast<const char*>(v_in) + i * bytes, bytes, cudaMemcpyHostToDevice, stream_));
@@ -242,11 +243,19 @@ public:
                                         std::to_string(cuda::expert_block_elems(*format)));
         auto x = std::make_unique<CudaExperts>();
         set_expert_shape(*x, all, n_experts, name());
-        const size_t bytes = size_t(all.rows) * ggml_row_bytes(all.type, all.cols), padded = (bytes + 15) / 16 * 16;
-        x->data = alloc(padded);
-        CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(x->data) + bytes, 0, padded - bytes, stream_));
-        upload(x->data, all.data, bytes);
-        x->m = {x->data, *format, int32_t(x->rows), int32_t(x->cols), bytes / size_t(n_experts)};
+        const auto quant = quant_type_of(all.type);
+        const size_t file_row = ggml_row_bytes(all.type, all.cols);
+        const size_t row = quant ? size_t(all.cols / cuda::quant_block_elems(*quant)) * cuda::quant_block_bytes(*quant)
+                                 : file_row;
+        if (quant) {
+            x->data = upload_blocks(all.data, file_row, all.type, *quant, all.rows, all.cols);
+        } else {
+            const size_t bytes = size_t(all.rows) * row, padded = (bytes + 15) / 16 * 16;
+            x->data = alloc(padded);
+            CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(x->data) + bytes, 0, padded - bytes, stream_));
+            upload(x->data, all.data, bytes);
+        }
+        x->m = {x->data, *format, int32_t(x->rows), int32_t(x->cols), size_t(all.rows) * row / size_t(n_experts)};
         return x;
     }
 
@@ -274,7 +283,7 @@ public:
     }
 
     void set_step(const StepPlan& plan, int32_t block_size) override {
-        bf16_copy_ = {};
+        forget_copies();
         const size_t n = plan.token_ids.size(), seqs = plan.context_lens.size();
         if (plan.query_start.size() != seqs + 1 || plan.positions.size() != n || plan.slot_mapping.size() != n)
             throw std::invalid_argument("cuda: the step plan's arrays disagree in length");
@@ -354,8 +363,10 @@ public:
                       int32_t dim, float* out) override {
         // In place (per-head q/k norms, Gemma's post-norms) feeds no GEMM: no bf16 copy.
         void* out16 = out != residual ? bf16_copy_target(rows, dim) : nullptr;
-        cuda::launch_add_rms_norm(residual, delta, weight, eps, rows, dim, out, out16, stream_);
+        void* out8 = out != residual ? int8_copy_target(rows, dim) : nullptr;
+        const bool wrote8 = cuda::launch_add_rms_norm(residual, delta, weight, eps, rows, dim, out, out16, out8, stream_);
         made_bf16_copy(out, rows, dim, out16);
+        if (wrote8) made_int8_copy(out, rows, dim);
         after_op();
     }
 
@@ -397,6 +408,10 @@ public:
                                   int32_t(w.rows), out, stream_);
         } else if (w.fp8_scale) {
             gemm_->run_fp8(x, rows, w.cols, static_cast<const uint8_t*>(w.data), w.fp8_scale, w.rows, out);
+        } else if (w.quant && rows <= cuda::kQuantGemvMaxRows && cuda::int8_gemv_takes(*w.quant)) {
+            const cuda::GemvTarget target{w.data, int32_t(w.rows), out};
+            cuda::launch_int8_gemv_group(*w.quant, int8_copy_of(x, rows, w.cols), rows, int32_t(w.cols), &target, 1,
+                                         stream_);
         } else if (w.quant && rows <= cuda::kQuantGemvMaxRows) {
             cuda::launch_quant_gemv(*w.quant, x, rows, int32_t(w.cols), w.data, int32_t(w.rows), out, stream_);
         } else if (w.quant && cuda::quant_gemm_usable(cuda_options_.quant_mma, rows, int32_t(w.cols), scratch_bytes_)) {
@@ -425,6 +440,7 @@ public:
         if (targets.empty()) return;
         const auto& first = static_cast<const CudaWeight&>(*targets.front().w);
         if (fp8_group(x, targets, rows)) return;
+        if (int8_group(x, targets, rows)) return;
         bool shared = targets.size() <= size_t(cuda::kGemvMaxSegments) && first.dtype != DType::F32;
         for (const MatmulTarget& t : targets) {
             const auto& w = static_cast<const CudaWeight&>(*t.w);
@@ -485,16 +501,69 @@ public:
         return true;
     }
 
+    // matmul_shared_input at the GEMVs' row counts when some matrices are Q4_K:
+    // the input quantized to int8 once and those matrices in one launch (after
+    // the others, which go one at a time). False (nothing done) when none is.
+    bool int8_group(const float* x, std::span<const MatmulTarget> targets, int32_t rows) {
+        if (rows > cuda::kQuantGemvMaxRows) return false;
+        cuda::QType group_type{};
+        cuda::GemvTarget group[cuda::kGemvMaxSegments];
+        size_t member[cuda::kGemvMaxSegments];  // group[j] is targets[member[j]]
+        int32_t count = 0;
+        for (size_t i = 0; i < targets.size() && count < cuda::kGemvMaxSegments; ++i) {
+            const auto& w = static_cast<const CudaWeight&>(*targets[i].w);
+            if (w.quant && cuda::int8_gemv_takes(*w.quant) && (count == 0 || *w.quant == group_type)) {
+                group[count] = {w.data, int32_t(w.rows), targets[i].out};
+                member[count++] = i;
+                group_type = *w.quant;
+            }
+        }
+        if (count == 0) return false;
+        const int64_t k = targets.front().w->cols;
+        const void* act = int8_copy_of(x, rows, k);
+        const Bf16Copy copy = bf16_copy_;
+        const Int8Copy copy8 = int8_copy_;  // the others may read it too (a Q6_K attn_v beside Q4_K q/k)
+        for (size_t i = 0, j = 0; i < targets.size(); ++i) {
+            if (j < size_t(count) && member[j] == i) {
+                ++j;
+                continue;
+            }
+            bf16_copy_ = copy;
+            int8_copy_ = copy8;
+            matmul(x, *targets[i].w, targets[i].bias, rows, targets[i].out);
+        }
+        cuda::launch_int8_gemv_group(group_type, act, rows, int32_t(k), group, count, stream_);
+        for (int32_t j = 0; j < count; ++j) {
+            const MatmulTarget& t = targets[member[j]];
+            if (t.bias) cuda::launch_add_bias(t.out, t.bias, rows, t.w->rows, stream_);
+        }
+        after_op();
+        return true;
+    }
+
+    // x quantized to int8 for launch_int8_gemv_group: the copy the op before
+    // wrote (int8_copy_target), or quantized now into the same buffer.
+    const void* int8_copy_of(const float* x, int32_t rows, int64_t cols) {
+        const Int8Copy& c = int8_copy_;
+        if (c.of == x && c.rows == rows && c.cols == cols) return int8_act_.get();
+        void* act = int8_buffer(rows, cols);
+        cuda::launch_quantize_int8(x, rows, int32_t(cols), act, stream_);
+        int8_copy_ = {x, rows, cols};  // for the other matrices of a shared input
+        return act;
+    }
+
     void swiglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
         void* out16 = bf16_copy_target(rows, dim);
-        cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, out16, stream_);
+        if (cuda::launch_swiglu(gate, up, int64_t(rows) * dim, out, out16, int8_copy_target(rows, dim), stream_))
+            made_int8_copy(out, rows, dim);
         made_bf16_copy(out, rows, dim, out16);
         after_op();
     }
 
     void geglu(const float* gate, const float* up, int32_t rows, int32_t dim, float* out) override {
         void* out16 = bf16_copy_target(rows, dim);
-        cuda::launch_geglu(gate, up, int64_t(rows) * dim, out, out16, stream_);
+        if (cuda::launch_geglu(gate, up, int64_t(rows) * dim, out, out16, int8_copy_target(rows, dim), stream_))
+            made_int8_copy(out, rows, dim);
         made_bf16_copy(out, rows, dim, out16);
         after_op();
     }
@@ -587,17 +656,15 @@ private:
             bf16_copy_min_rows_ = std::min(bf16_copy_min_rows_, quant_type_of(v.type) ? cuda::kQuantMmaMaxRows + 1
                                                                                       : kDenseGemvMaxRows + 1);
         if ((w->quant = quant_type_of(v.type))) {
+            // Q8_0 rows of whole runs of 8 blocks are regrouped for 16-byte loads (quant_blocks.cuh).
+            if (*w->quant == cuda::QType::Q8_0 && v.cols % cuda::quant_block_elems(cuda::QType::Q8_0x8) == 0)
+                w->quant = cuda::QType::Q8_0x8;
+            if (v.name.rfind("blk.", 0) == 0 && cuda::int8_gemv_takes(*w->quant)) int8_layers_ = true;
             // Kept quantized; prefill widens it into a shared bf16 scratch of the largest such matrix.
             if (v.cols % cuda::quant_block_elems(*w->quant))
                 throw std::invalid_argument("cuda: weight '" + v.name + "' has rows that are not whole blocks");
             w->ld = v.cols;  // a multiple of 32
-            // Padded to 16 bytes: the GEMV reads whole 16-byte words.
-            const size_t bytes = size_t(v.rows) * ggml_row_bytes(v.type, v.cols), padded = (bytes + 15) / 16 * 16;
-            w->data = alloc(padded);
-            CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(w->data) + bytes, 0, padded - bytes, stream_));
-            const size_t row_bytes = ggml_row_bytes(v.type, v.cols);
-            CUDA_CHECK(cudaMemcpy2DAsync(w->data, row_bytes, v.data, pitch, row_bytes, v.rows, cudaMemcpyHostToDevice,
-                                         stream_));
+            w->data = upload_blocks(v.data, pitch, v.type, *w->quant, v.rows, v.cols);
             const size_t widened = size_t(v.rows) * w->ld * 2;
             if (widened > scratch_bytes_) {
                 synchronize();
@@ -621,6 +688,42 @@ private:
                                      cudaMemcpyHostToDevice, stream_));
         synchronize();
         return w;
+    }
+
+    // A quantized matrix (rows of `cols` weights, `pitch` bytes apart on the host)
+    // uploaded in the device's block layout and padded to whole 16-byte words,
+    // which the GEMVs read: the file's blocks, except Q6_K's padded to 224 bytes
+    // and Q8_0x8's 8 file blocks regrouped (quant_blocks.cuh).
+    void* upload_blocks(const uint8_t* src, size_t pitch, GGMLType type, cuda::QType quant, int64_t rows, int64_t cols) {
+        const auto* traits = ggml_type_traits(uint32_t(type));
+        const size_t file_block = size_t(traits->block_bytes), block = size_t(cuda::quant_block_bytes(quant));
+        const int64_t per_block = cuda::quant_block_elems(quant) / traits->block_elems;  // file blocks a device block
+        const int64_t blocks = cols / cuda::quant_block_elems(quant);
+        const size_t row = size_t(blocks) * block, bytes = size_t(rows) * row, padded = (bytes + 15) / 16 * 16;
+        void* dst = alloc(padded);
+        CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(dst) + bytes, 0, padded - bytes, stream_));
+        if (block == file_block && per_block == 1) {
+            CUDA_CHECK(cudaMemcpy2DAsync(dst, row, src, pitch, row, size_t(rows), cudaMemcpyHostToDevice, stream_));
+            synchronize();
+            return dst;
+        }
+        std::vector<uint8_t> staged(bytes, 0);  // Q6_K's padding stays zero
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t b = 0; b < blocks; ++b) {
+                uint8_t* to = &staged[size_t(r) * row + size_t(b) * block];
+                const uint8_t* from = src + size_t(r) * pitch + size_t(b * per_block) * file_block;
+                if (quant == cuda::QType::Q8_0x8) {
+                    for (int64_t i = 0; i < per_block; ++i) {  // Q8_0: an fp16 scale, then 32 quants
+                        std::memcpy(to + 2 * i, from + i * 34, 2);
+                        std::memcpy(to + 16 + 32 * i, from + i * 34 + 2, 32);
+                    }
+                } else {
+                    std::memcpy(to, from, file_block);
+                }
+            }
+        CUDA_CHECK(cudaMemcpyAsync(dst, staged.data(), bytes, cudaMemcpyHostToDevice, stream_));
+        synchronize();  // before staged goes
+        return dst;
     }
 
     bool converts_to_fp8(const WeightView& v) const {
@@ -727,6 +830,34 @@ private:
         bf16_copy_ = {of, rows, cols, data};
         bf16_copy_fresh_ = true;
     }
+    // The same for the int8 GEMVs (gemv_int8.cu) at up to kQuantGemvMaxRows rows:
+    // a norm or SwiGLU whose output one of them reads next quantizes it as it
+    // writes it, saving the quantization launch. The copy lives in int8_act_.
+    struct Int8Copy {
+        const float* of = nullptr;
+        int32_t rows = 0;
+        int64_t cols = 0;
+    };
+    void* int8_buffer(int32_t rows, int64_t cols) {
+        const size_t bytes = cuda::int8_act_bytes(rows, int32_t(cols));
+        if (bytes > int8_act_.bytes()) workspace_moved();
+        int8_act_.ensure(bytes, stream_);
+        return int8_act_.get();
+    }
+    void* int8_copy_target(int32_t rows, int64_t cols) {
+        if (!cuda_options_.fused_convert || !int8_layers_ || rows > cuda::kQuantGemvMaxRows || cols % 256) return nullptr;
+        return int8_buffer(rows, cols);
+    }
+    void made_int8_copy(const float* of, int32_t rows, int64_t cols) {
+        int8_copy_ = {of, rows, cols};
+        int8_copy_fresh_ = true;
+    }
+    // Device memory changed from the host: a cached copy's activation may now hold something else.
+    void forget_copies() {
+        bf16_copy_ = {};
+        int8_copy_ = {};
+    }
+
     // The bf16 copy of x that the op before made, if a bf16 GEMM of w can read it as its input.
     const void* bf16_copy_of(const float* x, int32_t rows, const CudaWeight& w) const {
         const Bf16Copy& c = bf16_copy_;
@@ -738,6 +869,8 @@ private:
     void after_op() {
         if (!bf16_copy_fresh_) bf16_copy_ = {};
         bf16_copy_fresh_ = false;
+        if (!int8_copy_fresh_) int8_copy_ = {};
+        int8_copy_fresh_ = false;
         if (cuda_options_.sync_each_op) synchronize();
     }
 
@@ -751,6 +884,9 @@ private:
     int32_t bf16_copy_min_rows_ = std::numeric_limits<int32_t>::max();
     Bf16Copy bf16_copy_;
     bool bf16_copy_fresh_ = false;  // made by the op running now
+    bool int8_layers_ = false;      // some layer matrix takes the int8 GEMV (int8_copy_target)
+    Int8Copy int8_copy_;
+    bool int8_copy_fresh_ = false;
     BackendOptions options_;
     cuda::CudaOptions cuda_options_;  // the MINFER_* switches, read once at creation
 
@@ -766,6 +902,7 @@ private:
     std::vector<int32_t> attn_tiles_;  // (sequence, first row, rows) triples of the current step
     cuda::DeviceBuffer attn_ws_;  // paged attention's split partials (only grows)
     cuda::DeviceBuffer moe_ws_;   // the MoE FFN's sorted pairs and per-pair activations (only grows)
+    cuda::DeviceBuffer int8_act_;  // a matmul's input quantized to int8 (int8_copy_of; only grows)
 
     // Recorded steps (CUDA graphs) by bucket key.
     std::unordered_map<uint64_t, Recording> recordings_;

@@ -51,18 +51,26 @@ struct TableRows {
 void launch_embedding(const DeviceStep& st, const void* table, DType type, int64_t ld, int32_t cols, TableRows rows,
                       float* out, cudaStream_t stream);
 // out = silu(gate) * up (gelu for geglu), elementwise; where out_bf16 is not null,
-// the same values also rounded to bf16 there (the next GEMM's input).
-void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream);
-void launch_geglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream);
+// the same values also rounded to bf16 there (the next GEMM's input), and where
+// out_int8 is not null quantized there as launch_quantize_int8 would (the next
+// int8 GEMV's input; n a multiple of 128 and out 16-byte aligned, else it is
+// left alone). True when out_int8 was written.
+bool launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, void* out_int8,
+                   cudaStream_t stream);
+bool launch_geglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, void* out_int8,
+                  cudaStream_t stream);
 void launch_scale(float* x, int64_t n, float s, cudaStream_t stream);
 // out[i] = x[logits_rows[i]], rows of dim floats.
 void launch_gather_rows(const DeviceStep& st, const float* x, int32_t dim, float* out, cudaStream_t stream);
 
 // ---- norm_rope.cu ----------------------------------------------------------------
 // residual += delta (when not null); out = rmsnorm(residual) * weight, and where
-// out_bf16 is not null the same rounded to bf16 there (rows of dim).
-void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
-                         int32_t dim, float* out, void* out_bf16, cudaStream_t stream);
+// out_bf16 is not null the same rounded to bf16 there (rows of dim); where out_int8
+// is not null, quantized there as launch_quantize_int8 would (dim a multiple of
+// 128 and the rows 16-byte aligned, else it is left alone). True when out_int8
+// was written.
+bool launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
+                         int32_t dim, float* out, void* out_bf16, void* out_int8, cudaStream_t stream);
 
 constexpr int kMaxRotPairs = 128;  // n_rot <= 256
 struct RopeArgs {
@@ -174,8 +182,13 @@ void launch_sample_sorted(const DeviceSampling& s, const float* logits, int32_t 
 // ---- matmul_quant.cu ---------------------------------------------------------------------
 // Quantized weights kept in their GGUF blocks (quant_blocks.cuh decodes them):
 // n rows of k / block_elems blocks; k a multiple of the block size.
-enum class QType : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
-int quant_block_elems(QType t);  // 32, or 256 for the K types
+// Q8_0x8: Q8_0 regrouped at upload, 8 blocks' scales then their quants (quant_blocks.cuh).
+enum class QType : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q8_0x8 };
+int quant_block_elems(QType t);  // 32, or 256 for the K types and Q8_0x8
+// Bytes of a block as the device holds it: the file's, except Q6_K's, padded
+// from 210 to 224 (16-byte aligned blocks; the padding is never read as data),
+// and Q8_0x8's 272 (8 file blocks).
+int quant_block_bytes(QType t);
 constexpr int kQuantGemvMaxRows = 8;
 // out[rows, n] = x[rows, k] * W^T, rows in 1..kQuantGemvMaxRows. The weight's
 // allocation must be padded to a multiple of 16 bytes (the kernel reads whole
@@ -259,11 +272,28 @@ void launch_fp8_gemv_group(const float* x, int32_t rows, int32_t k, const GemvTa
 void launch_fp8_gemv(const float* x, int32_t rows, int32_t k, const uint8_t* w8, const float* scale, int32_t n,
                      float* out, cudaStream_t stream);
 
+// ---- gemv_int8.cu: Q4_K, Q6_K and Q8_0 decode GEMVs on int8 activations (dp4a) -----------
+// The activations of a matmul quantized to int8 with an fp32 scale and sum per
+// 32 (k a multiple of 32), in int8_act_bytes(rows, k) bytes of device memory.
+size_t int8_act_bytes(int32_t rows, int32_t k);
+void launch_quantize_int8(const float* x, int32_t rows, int32_t k, void* act, cudaStream_t stream);
+// Whether launch_int8_gemv_group multiplies weights of type t (Q4_K, Q6_K, Q8_0x8).
+bool int8_gemv_takes(QType t);
+// Up to kGemvMaxSegments matrices of type t over one quantized input, in one
+// launch: targets[i].out = x * W_i^T, rows in 1..kQuantGemvMaxRows, k a multiple
+// of 256 (act: launch_quantize_int8's output for these rows and k).
+void launch_int8_gemv_group(QType t, const void* act, int32_t rows, int32_t k, const GemvTarget* targets,
+                            int32_t count, cudaStream_t stream);
+// For benches only: the one-row GEMV with 1, 2 or 4 features a warp, with or
+// without the next unit's loads issued early; false for another combination.
+bool launch_int8_gemv_variant(QType t, int features, bool prefetch, const void* act, int32_t k, const void* w,
+                              int32_t n, float* out, cudaStream_t stream);
+
 // ---- moe.cu: the mixture-of-experts FFN -------------------------------------------------
 // A projection's experts: n_experts matrices of rows x cols, expert e's at
 // data + e * expert_bytes, in a format this backend keeps quantized or plain
 // (rows of whole blocks: cols a multiple of 32, or 256 for the K types).
-enum class ExpertFormat : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16 };
+enum class ExpertFormat : int32_t { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q8_0x8, F32, F16, BF16 };
 int expert_block_elems(ExpertFormat format);
 struct ExpertMatrices {
     const void* data = nullptr;  // padded to 16 bytes past the last expert (the GEMV reads whole words)

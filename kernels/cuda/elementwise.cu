@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/int8_act.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -48,10 +49,12 @@ struct GeluTanh {  // gelu(g) * u, tanh approximation
 // out[i] = op(gate[i], up[i]). With vec, the first n/4*4 elements go four at a
 // time (16-byte loads and stores: a 512-row prefill's FFN moves 88 MB here),
 // the rest one at a time. out may be gate or up. With out16 the results are
-// also written as bf16 (the down GEMM's input).
+// also written as bf16 (the down GEMM's input); with out8.q as int8 (the down
+// GEMV's), only when vec and n % 128 == 0: every warp's lanes are in the
+// four-at-a-time loop together.
 template <class Op>
 __global__ void gated_kernel(const float* gate, const float* up, int64_t n, bool vec, float* out,
-                             __nv_bfloat16* out16) {
+                             __nv_bfloat16* out16, Int8Act out8) {
     pdl_wait();
     const Op op;
     const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
@@ -64,6 +67,7 @@ __global__ void gated_kernel(const float* gate, const float* up, int64_t n, bool
             reinterpret_cast<uint32_t*>(out16)[2 * i] = pack_bf16(y.x, y.y);
             reinterpret_cast<uint32_t*>(out16)[2 * i + 1] = pack_bf16(y.z, y.w);
         }
+        if (out8.q) store_int8_quad(y, i, out8);
     }
     for (int64_t i = 4 * n4 + first; i < n; i += stride) {
         const float y = op(gate[i], up[i]);
@@ -73,13 +77,18 @@ __global__ void gated_kernel(const float* gate, const float* up, int64_t n, bool
 }
 
 template <class Op>
-void launch_gated(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream) {
-    if (n == 0) return;
+bool launch_gated(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, void* out_int8,
+                  cudaStream_t stream) {
+    if (n == 0) return false;
     const bool vec = is_aligned(gate, 16) && is_aligned(up, 16) && is_aligned(out, 16) && is_aligned(out_bf16, 4);
     const int64_t threads = vec ? n / 4 + n % 4 : n;
     const int64_t blocks = std::min<int64_t>((threads + kThreads - 1) / kThreads, 65536);
+    // The int8 layout of n activations as one row is that of rows x (n / rows).
+    const bool int8 = out_int8 && vec && n % 128 == 0;
+    const Int8Act out8 = int8 ? int8_act_parts(out_int8, 1, int32_t(n)) : Int8Act{nullptr, nullptr};
     launch_pdl(gated_kernel<Op>, unsigned(blocks), kThreads, 0, stream, gate, up, n, vec, out,
-               static_cast<__nv_bfloat16*>(out_bf16));
+               static_cast<__nv_bfloat16*>(out_bf16), out8);
+    return int8;
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float s) {
@@ -104,12 +113,14 @@ void launch_embedding(const DeviceStep& st, const void* table, DType type, int64
     launch_pdl(embedding_kernel, st.num_tokens, kThreads, 0, stream, st, table, type, ld, cols, rows, out);
 }
 
-void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream) {
-    launch_gated<Silu>(gate, up, n, out, out_bf16, stream);
+bool launch_swiglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, void* out_int8,
+                   cudaStream_t stream) {
+    return launch_gated<Silu>(gate, up, n, out, out_bf16, out_int8, stream);
 }
 
-void launch_geglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, cudaStream_t stream) {
-    launch_gated<GeluTanh>(gate, up, n, out, out_bf16, stream);
+bool launch_geglu(const float* gate, const float* up, int64_t n, float* out, void* out_bf16, void* out_int8,
+                  cudaStream_t stream) {
+    return launch_gated<GeluTanh>(gate, up, n, out, out_bf16, out_int8, stream);
 }
 
 void launch_scale(float* x, int64_t n, float s, cudaStream_t stream) {

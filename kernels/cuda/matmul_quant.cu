@@ -6,7 +6,7 @@
 //  - the embedding gather.
 //
 // The GEMV. A CTA of 4 warps owns 4 output features; its warps take turns
-// over tiles of 1024 weights along k. Most block sizes (18, 34, 210 bytes...)
+// over tiles of 1024 weights along k. Most block sizes (18, 20, 34 bytes...)
 // leave blocks only 2-byte aligned, so a warp copies each feature's tile into
 // shared memory with 16-byte cp.async (from the 16-byte boundary below the
 // tile, which needs the allocation padded to 16 bytes) and decodes from there;
@@ -131,6 +131,7 @@ void with_type(QType t, F&& f) {
         case QType::Q4_K: f(quant::Q4_K{}); break;
         case QType::Q5_K: f(quant::Q5_K{}); break;
         case QType::Q6_K: f(quant::Q6_K{}); break;
+        case QType::Q8_0x8: f(quant::Q8_0x8{}); break;
         default: throw std::invalid_argument("cuda: unknown quantized type");
     }
 }
@@ -171,6 +172,12 @@ int quant_block_elems(QType t) {
     int elems = 0;
     with_type(t, [&](auto q) { elems = decltype(q)::kElems; });
     return elems;
+}
+
+int quant_block_bytes(QType t) {
+    int bytes = 0;
+    with_type(t, [&](auto q) { bytes = decltype(q)::kBytes; });
+    return bytes;
 }
 
 void launch_quant_gemv(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,

@@ -239,6 +239,7 @@ void with_format(ExpertFormat format, F&& f) {
         case ExpertFormat::Q4_K: f(quant::Q4_K{}); break;
         case ExpertFormat::Q5_K: f(quant::Q5_K{}); break;
         case ExpertFormat::Q6_K: f(quant::Q6_K{}); break;
+        case ExpertFormat::Q8_0x8: f(quant::Q8_0x8{}); break;
         case ExpertFormat::F32: f(quant::F32Block{}); break;
         case ExpertFormat::F16: f(quant::F16Block{}); break;
         case ExpertFormat::BF16: f(quant::BF16Block{}); break;
@@ -324,7 +325,7 @@ void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t
         with_format(gate.format, [&](auto q) {
             moe_gemv<decltype(q)>(x, k, dim, gate_up, 2, gate.expert_bytes, ffn, ids, first, n_experts, pairs, stream);
         });
-        launch_swiglu(g, u, int64_t(pairs) * ffn, g, nullptr, stream);
+        launch_swiglu(g, u, int64_t(pairs) * ffn, g, nullptr, nullptr, stream);
         with_format(down.format, [&](auto q) {
             moe_gemv<decltype(q)>(g, 1, ffn, down_t, 1, down.expert_bytes, dim, ids, first, n_experts, pairs, stream);
         });
@@ -352,7 +353,7 @@ void moe_chunk(const float* x, const int32_t* ids, const float* weights, int32_t
             });
         };
         mma(gate.format, xs, dim, gate_up, 2, gate.expert_bytes, ffn);
-        launch_swiglu(g, u, int64_t(pairs) * ffn, g, act, stream);
+        launch_swiglu(g, u, int64_t(pairs) * ffn, g, act, nullptr, stream);
         mma(down.format, act, ffn, down_t, 1, down.expert_bytes, dim);
         inv = inv_w;
     }

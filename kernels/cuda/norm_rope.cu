@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/int8_act.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
@@ -20,11 +21,13 @@ constexpr int kRopeThreads = 64;
 // One block per row: residual += delta, then out = weight * (x / rms(x)). A
 // decode step has one or a few rows, so a block is as wide as its row (up to
 // 1024 threads, four floats a thread) and reads it in one pass of 16-byte loads.
-// With out16, the output is also written as bf16 (for the GEMM that reads it next).
+// With out16, the output is also written as bf16 (for the GEMM that reads it next);
+// with out8.q, as int8 (for the int8 GEMV): Vec and dim % 128 == 0, so that every
+// warp's lanes are all in the loop together.
 template <bool Vec>
 __global__ void __launch_bounds__(kNormMaxThreads)
     add_rms_norm_kernel(float* residual, const float* delta, const float* weight, float eps, int32_t dim, float* out,
-                        __nv_bfloat16* out16) {
+                        __nv_bfloat16* out16, Int8Act out8) {
     pdl_wait();
     __shared__ float scratch[32];
     const int64_t base = int64_t(blockIdx.x) * dim;
@@ -63,6 +66,7 @@ __global__ void __launch_bounds__(kNormMaxThreads)
                 o16[0] = pack_bf16(y.x, y.y);
                 o16[1] = pack_bf16(y.z, y.w);
             }
+            if (out8.q) store_int8_quad(y, base / 4 + j, out8);
         }
     } else {
         for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
@@ -139,18 +143,23 @@ __global__ void __launch_bounds__(kRopeThreads)
 
 }  // namespace
 
-void launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
-                         int32_t dim, float* out, void* out_bf16, cudaStream_t stream) {
-    if (rows == 0) return;
+bool launch_add_rms_norm(float* residual, const float* delta, const float* weight, float eps, int32_t rows,
+                         int32_t dim, float* out, void* out_bf16, void* out_int8, cudaStream_t stream) {
+    if (rows == 0) return false;
     const bool vec = dim % 4 == 0 && is_aligned(residual, 16) && is_aligned(weight, 16) && is_aligned(out, 16) &&
                      is_aligned(delta, 16) && is_aligned(out_bf16, 4);
     const int32_t per_thread = vec ? 4 : 1;
     const int threads = std::clamp((dim / per_thread + 31) / 32 * 32, 32, kNormMaxThreads);
     auto* out16 = static_cast<__nv_bfloat16*>(out_bf16);
+    const bool int8 = out_int8 && vec && dim % 128 == 0;
+    const Int8Act out8 = int8 ? int8_act_parts(out_int8, rows, dim) : Int8Act{nullptr, nullptr};
     if (vec)
-        launch_pdl(add_rms_norm_kernel<true>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16);
+        launch_pdl(add_rms_norm_kernel<true>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16,
+                   out8);
     else
-        launch_pdl(add_rms_norm_kernel<false>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16);
+        launch_pdl(add_rms_norm_kernel<false>, rows, threads, 0, stream, residual, delta, weight, eps, dim, out, out16,
+                   out8);
+    return int8;
 }
 
 void launch_rope_kv_write(const DeviceStep& st, float* q, const float* k, const float* v, HeadShape heads,

@@ -1,6 +1,9 @@
 // GGUF quantized blocks decoded on the device, one struct per type. The block
 // layouts are GGML's; engine/quant.{h,cpp} has them with the CPU reference
-// decoders, which these mirror.
+// decoders, which these mirror. Two layouts differ from the file's, made when a
+// matrix is uploaded so that every block is 16-byte aligned (gemv_int8.cu loads
+// whole words): Q6_K's 210-byte blocks padded to 224 bytes (every field keeps
+// its offset), and Q8_0's regrouped by 8 (Q8_0x8).
 //
 // A block is cut into kUnits units of 8 * kSubs weights. load(block, u) reads
 // unit u's bytes and scales into registers, as wide as the block's alignment
@@ -90,6 +93,23 @@ struct Q8_0 {  // d, qs[32]: w = d * q
                 w[4 * h + i] = un.d * (__int_as_float(__byte_perm(v, 0x4B000000u, 0x7540 + i)) - kBase);
         }
     }
+};
+
+// Q8_0 regrouped at upload (cuda_backend's upload_blocks), where rows are whole
+// runs of 8 blocks: the 8 blocks' scales (16 bytes), then their 8 x 32 quants.
+// The same 272 bytes as 8 file blocks, but 16-byte aligned with every quant
+// word whole, so the GEMVs read it in 16-byte words (gemv_int8.cu). Unit u is
+// unit u % 2 of block u / 2.
+struct Q8_0x8 {
+    static constexpr int kElems = 256, kBytes = 272, kAlign = 16, kUnits = 16, kSubs = 2;
+    using Unit = Q8_0::Unit;
+    __device__ static int col(int u, int s, int h) { return 32 * (u / 2) + legacy_col(u % 2, s, h); }
+    __device__ static Unit load(const uint8_t* b, int u) {
+        const uint8_t* qs = b + 16 + 32 * (u / 2) + 8 * (u % 2);
+        return {{u32_at<kAlign>(qs), u32_at<kAlign>(qs + 4), u32_at<kAlign>(qs + 16), u32_at<kAlign>(qs + 20)},
+                half_at(b + 2 * (u / 2))};
+    }
+    __device__ static void dequant(const Unit& un, int s, float (&w)[8]) { Q8_0::dequant(un, s, w); }
 };
 
 // Q4_0, Q4_1, Q5_0, Q5_1: [d, [m,] [qh,] qs[16]]. Q4_0: w = d*(q - 8);
@@ -187,8 +207,8 @@ using Q5_K = Q45_K<true>;
 // high 2 bits are bits 2k..2k+1 of qh[32h + l]. Unit u: h = u/4, c = (u/2)%2,
 // l = 16(u%2)..+15; its low nibbles are k = c, its high nibbles k = c + 2, and
 // each half lies in one 16-weight scale group.
-struct Q6_K {
-    static constexpr int kElems = 256, kBytes = 210, kAlign = 2, kUnits = 8, kSubs = 4;
+struct Q6_K {  // 210 bytes in the file, padded to 224 on the device
+    static constexpr int kElems = 256, kBytes = 224, kAlign = 16, kUnits = 8, kSubs = 4;
     struct Unit {
         uint32_t ql[4], qh[4];
         Affine lo, hi;

@@ -545,12 +545,20 @@ public:
             {3, 1000, {33, 7, 1}, {GGMLType::F16, GGMLType::F16, GGMLType::F16}, {false, true, false}},
             {8, 2056, {1000, 900}, {GGMLType::BF16, GGMLType::BF16}, {false, false}},
             {1, 256, {64, 64, 64}, {GGMLType::BF16, GGMLType::Q8_0, GGMLType::F32}, {false, false, false}},
+            // Q4_K on int8 activations: quantized once, its matrices in one launch, the others
+            // (Q6_K's attn_v in a Q4_K_M file) one at a time, before or after them.
+            {1, 4096, {1000, 300, 64}, {GGMLType::Q4_K, GGMLType::Q4_K, GGMLType::Q6_K}, {false, true, false}},
+            {1, 512, {64, 100}, {GGMLType::Q6_K, GGMLType::Q4_K}, {true, false}},
+            {5, 1024, {256, 100}, {GGMLType::Q4_K, GGMLType::Q4_K}, {true, false}},
+            {8, 256, {33, 7, 1}, {GGMLType::Q4_K, GGMLType::Q4_K, GGMLType::Q4_K}, {false, true, false}},
+            {9, 512, {64, 64}, {GGMLType::Q4_K, GGMLType::Q4_K}, {false, false}},  // past the GEMV: one at a time
         };
         for (const Case& c : cases) {
             std::string types;
             for (GGMLType t : c.types) types += std::string(types.empty() ? "" : "/") + ggml_type_name(t);
             auto has = [&](GGMLType t) { return std::find(c.types.begin(), c.types.end(), t) != c.types.end(); };
-            const double threshold = has(GGMLType::Q8_0) ? kQ8Gemm : has(GGMLType::BF16) ? kBF16Gemm : kF16Gemm;
+            const bool quantized = std::any_of(c.types.begin(), c.types.end(), [](GGMLType t) { return is_quantized(t); });
+            const double threshold = quantized ? kQ8Gemm : has(GGMLType::BF16) ? kBF16Gemm : kF16Gemm;
             run("matmul", fmt("shared input %s rows=%d k=%d, %zu matrices", types.c_str(), c.rows, c.k, c.ns.size()),
                 threshold, [&] {
                     std::vector<std::unique_ptr<PackedWeight>> wc, wg;
@@ -590,13 +598,17 @@ public:
     // aligned (with a tail of 1-3), one at a time where one is not.
     // The bf16 copy that a norm or SwiGLU writes for the bf16 GEMM reading its
     // output next (the layers' weights, "blk.*", in bf16 or widened from Q4_K
-    // past 64 rows): a block's norm -> q/k, SwiGLU -> down against the CPU; and
-    // a buffer rewritten from the host between norm and matmul, whose copy is stale.
+    // past 64 rows), and the int8 copy for the int8 GEMV reading it (Q4_K, Q6_K
+    // and Q8_0 up to 8 rows): a block's norm -> q/k, SwiGLU -> down against the
+    // CPU; and a buffer rewritten from the host between norm and matmul, whose
+    // copy is stale.
     void bf16_copy() {
-        for (GGMLType type : {GGMLType::BF16, GGMLType::Q4_K})
-            for (int32_t rows : {2, 9, 100}) {
-                if (type == GGMLType::Q4_K && rows < 65) continue;
-                run("bf16 copy", fmt("%s rows=%d: norm -> q/k, swiglu -> down, rewritten input", ggml_type_name(type), rows),
+        for (GGMLType type : {GGMLType::BF16, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0})
+            for (int32_t rows : {1, 2, 8, 9, 100}) {
+                if (type != GGMLType::BF16 && rows > 8 && rows < 65) continue;
+                const bool int8 = type != GGMLType::BF16 && rows <= 8;
+                run(int8 ? "int8 copy" : "bf16 copy",
+                    fmt("%s rows=%d: norm -> q/k, swiglu -> down, rewritten input", ggml_type_name(type), rows),
                     type == GGMLType::BF16 ? kBF16Gemm : kQ8Gemm, [&] { return bf16_copy_case(type, rows); });
             }
     }
@@ -1308,7 +1320,10 @@ void bench_matmul(Backend& gpu) {
     for (GGMLType type : types)
         for (const Mat& m : mats) {
             const size_t bytes = size_t(m.n) * ggml_row_bytes(type, m.k);
-            std::vector<uint32_t> raw((bytes + 3) / 4);
+            const auto q = bench_qtype(type);  // the device's blocks may be larger (Q6_K's padded)
+            const size_t device_bytes = q ? size_t(m.n) * (m.k / cuda::quant_block_elems(*q)) * cuda::quant_block_bytes(*q)
+                                          : bytes;
+            std::vector<uint32_t> raw((std::max(bytes, device_bytes) + 3) / 4);
             for (uint32_t& v : raw) v = rng() & 0x3bff3bffu;  // keep f16 fields finite
             // Copies enough to cycle through 4x the L2 (60 MB on an H200), so that weights come from memory.
             std::vector<std::unique_ptr<PackedWeight>> ws;
@@ -1334,12 +1349,12 @@ void bench_matmul(Backend& gpu) {
                                 100.0 * bytes / s / 4.19e12);
                 std::fflush(stdout);
             }
-            if (const auto q = bench_qtype(type)) {  // the widening alone, both versions
+            if (q) {  // the widening alone, both versions
                 void* wide = gpu.alloc(size_t(m.n) * m.k * 2);
                 std::vector<void*> blocks;
-                for (size_t total = 0; blocks.empty() || total < (size_t(240) << 20); total += bytes) {
-                    blocks.push_back(gpu.alloc((bytes + 15) / 16 * 16));
-                    gpu.upload(blocks.back(), raw.data(), bytes);
+                for (size_t total = 0; blocks.empty() || total < (size_t(240) << 20); total += device_bytes) {
+                    blocks.push_back(gpu.alloc((device_bytes + 15) / 16 * 16));
+                    gpu.upload(blocks.back(), raw.data(), device_bytes);
                 }
                 for (int version : {1, 2}) {
                     const double sec = seconds_per_launch(

@@ -1,8 +1,8 @@
-// The Q8_0 decode GEMV (one row: out[n] = W x), two layouts of the same weights,
-// each checked against a CPU twin and timed on Llama-3-8B's shapes. An
+// The Q8_0 decode GEMV (one row: out[n] = W x), three layouts of the same
+// weights, each checked against a CPU twin and timed on Llama-3-8B's shapes. An
 // experiment in the llm.c dev/cuda style, not engine code.
 //
-//  v1 production: cuda::launch_quant_gemv on GGUF's 34-byte blocks as the file
+//  v1 fp32 GEMV: cuda::launch_quant_gemv on GGUF's 34-byte blocks as the file
 //     has them (an fp16 scale, 32 int8 quants). quant_tiles.cuh stages each
 //     warp's tile through shared memory with cp.async, then reads its units
 //     16 bits at a time: a block is only 2-byte aligned. PERFLOG's profile of
@@ -14,9 +14,12 @@
 //     their block with a 2-byte one; with `prefetch` the next word's loads are
 //     issued before this one's are used. Sums are per 16 quants, scaled once.
 //
-// If v2 wins, the engine would repack Q8_0 at load (pack_weight), and every
-// reader of Q8_0 weights (GEMV, the quantized GEMM, the widening, MoE, the
-// embedding) would read the new layout.
+//  v3 production: 8 blocks regrouped into 272 bytes at load (their 8 scales,
+//     then their quants: quant_blocks.cuh's Q8_0x8, which every reader of the
+//     blocks understands), and the activations quantized to int8 once per call:
+//     a lane's two quant words meet 32 int8 activations in 8 dp4a
+//     (gemv_int8.cu). Its numerics differ (int8 activations), so it is checked
+//     against a looser bound; its times include the quantization launch.
 //
 //   minfer_dev_q8_0_gemv [--runs N]
 #include <cuda_fp16.h>
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -177,7 +181,7 @@ bool run_shape(const dev::Shape& s, int runs) {
 
     std::printf("\n%s: n=%d k=%d, %.1f MB of Q8_0 blocks, %d copies\n", s.name, s.n, s.k, bytes / 1e6, copies);
     dev::VersionCheck check(out_d.p, ref, copies, runs, double(bytes));
-    check("v1 production (34-byte blocks)", 1e-5, [&](int i) {
+    check("v1 fp32 GEMV (34-byte blocks)", 1e-5, [&](int i) {
         minfer::cuda::launch_quant_gemv(minfer::cuda::QType::Q8_0, x_d.p, 1, s.k, raw[i], s.n, out_d.p, nullptr);
     });
     auto repacked = [&](auto kernel, int features) {
@@ -192,6 +196,32 @@ bool run_shape(const dev::Shape& s, int runs) {
     check("v2 repacked, 4 features", 1e-5, repacked(repacked_gemv<4, false>, 4));
     check("v2 repacked, 4 features, prefetch", 1e-5, repacked(repacked_gemv<4, true>, 4));
     check("v2 repacked, 8 features, prefetch", 1e-5, repacked(repacked_gemv<8, true>, 8));
+
+    // v3's layout, regrouped on the host as the backend's upload does.
+    std::vector<uint8_t> grouped(blocks.size());
+    for (size_t g = 0; g < blocks.size() / (8 * kBlockBytes); ++g)
+        for (size_t i = 0; i < 8; ++i) {
+            const uint8_t* from = &blocks[(8 * g + i) * kBlockBytes];
+            std::memcpy(&grouped[g * 8 * kBlockBytes + 2 * i], from, 2);
+            std::memcpy(&grouped[g * 8 * kBlockBytes + 16 + kBlock * i], from + 2, kBlock);
+        }
+    const dev::DeviceCopies g8(grouped.data(), grouped.size(), copies);
+    ladder::DeviceArray<uint8_t> act(minfer::cuda::int8_act_bytes(1, s.k));
+    check("v3 production (regrouped, int8 activations)", 2e-2, [&](int i) {
+        const minfer::cuda::GemvTarget target{g8[i], s.n, out_d.p};
+        minfer::cuda::launch_quantize_int8(x_d.p, 1, s.k, act.p, nullptr);
+        minfer::cuda::launch_int8_gemv_group(minfer::cuda::QType::Q8_0x8, act.p, 1, s.k, &target, 1, nullptr);
+    });
+    for (int features : {1, 4})
+        for (bool prefetch : {false, true}) {
+            const std::string name = "v3 " + std::to_string(features) + " feature" + (features > 1 ? "s" : "") +
+                                     (prefetch ? ", prefetch" : "");
+            check(name.c_str(), 2e-2, [&](int i) {
+                minfer::cuda::launch_quantize_int8(x_d.p, 1, s.k, act.p, nullptr);
+                minfer::cuda::launch_int8_gemv_variant(minfer::cuda::QType::Q8_0x8, features, prefetch, act.p, s.k,
+                                                       g8[i], s.n, out_d.p, nullptr);
+            });
+        }
     return check.ok();
 }
 
