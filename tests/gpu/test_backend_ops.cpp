@@ -56,6 +56,10 @@ constexpr double kF32Gemm = 2e-5;   // fp32 dot products up to 4096 long
 constexpr double kF16Gemm = 5e-3;   // activations rounded to fp16 (11-bit mantissa)
 constexpr double kBF16Gemm = 1e-2;  // activations rounded to bf16 (8-bit mantissa)
 constexpr double kQ8Gemm = 2e-2;    // the CPU twin quantizes activations to int8 per block (llama.cpp's way)
+// Both sides quantize activations to int8, each its own way: the CPU per 256 for
+// the K types, the GPU's int8 GEMV per 32. Two independent roundings of ~1.5e-2
+// each on short rows (k = 256-768, few outputs); measured up to 3.1e-2.
+constexpr double kQ8Both = 4e-2;
 constexpr double kQ8Ffn = 4e-2;     // two such matmuls in series (an expert's up, then down): K-quants reach 1.9e-2
 // --quantization fp8, against a host model of the same rounding (fp8_host.h):
 constexpr double kFp8Gemv = 3e-5;   // fp32 FMAs on exact e4m3 weights: only the summation order differs
@@ -76,6 +80,14 @@ constexpr double kAttnBf16 = 1e-2;  // 16K-32K keys: the CPU's sequential fp32 s
 const GGMLType kQuantTypes[] = {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
                                 GGMLType::Q5_1, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
 int64_t block_elems(GGMLType t) { return ggml_type_traits(uint32_t(t))->block_elems; }
+
+// The threshold of a quantized matmul of `rows` rows of k: kQ8Both where the GPU
+// takes the int8 GEMV (Q4_K, Q6_K, and Q8_0 rows of whole runs of 8 blocks, up to
+// 8 rows), kQ8Gemm where its activations stay fp32 or bf16.
+double quant_threshold(GGMLType type, int32_t rows, int32_t k) {
+    const bool int8 = type == GGMLType::Q4_K || type == GGMLType::Q6_K || (type == GGMLType::Q8_0 && k % 256 == 0);
+    return int8 && rows <= cuda::kQuantGemvMaxRows ? kQ8Both : kQ8Gemm;
+}
 
 using minfer::test::rel_error;  // NaN in out gives NaN: a failure
 
@@ -465,7 +477,7 @@ public:
                                      {64, 1024 + b, 7, false}, {200, 4096, 33, false}, {200, b, 1, true},
                                      {17, 4096, 65, false}, {40, 2048 + b, 100, false}, {64, 4096, 128, false},
                                      {33, 1024 + b, 70, true}};
-            for (const Shape& s : qshapes) matmul_case(type, s, i++ % 2 == 1, kQ8Gemm);
+            for (const Shape& s : qshapes) matmul_case(type, s, i++ % 2 == 1, quant_threshold(type, s.rows, s.k));
         }
     }
 
@@ -557,8 +569,9 @@ public:
             std::string types;
             for (GGMLType t : c.types) types += std::string(types.empty() ? "" : "/") + ggml_type_name(t);
             auto has = [&](GGMLType t) { return std::find(c.types.begin(), c.types.end(), t) != c.types.end(); };
-            const bool quantized = std::any_of(c.types.begin(), c.types.end(), [](GGMLType t) { return is_quantized(t); });
-            const double threshold = quantized ? kQ8Gemm : has(GGMLType::BF16) ? kBF16Gemm : kF16Gemm;
+            double threshold = has(GGMLType::BF16) ? kBF16Gemm : kF16Gemm;
+            for (GGMLType t : c.types)
+                if (is_quantized(t)) threshold = std::max(threshold, quant_threshold(t, c.rows, c.k));
             run("matmul", fmt("shared input %s rows=%d k=%d, %zu matrices", types.c_str(), c.rows, c.k, c.ns.size()),
                 threshold, [&] {
                     std::vector<std::unique_ptr<PackedWeight>> wc, wg;
@@ -609,7 +622,8 @@ public:
                 const bool int8 = type != GGMLType::BF16 && rows <= 8;
                 run(int8 ? "int8 copy" : "bf16 copy",
                     fmt("%s rows=%d: norm -> q/k, swiglu -> down, rewritten input", ggml_type_name(type), rows),
-                    type == GGMLType::BF16 ? kBF16Gemm : kQ8Gemm, [&] { return bf16_copy_case(type, rows); });
+                    type == GGMLType::BF16 ? kBF16Gemm : quant_threshold(type, rows, 256),
+                    [&] { return bf16_copy_case(type, rows); });
             }
     }
 
