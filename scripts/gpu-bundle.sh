@@ -2,7 +2,7 @@
 # Runs HERE (Debian 12, with network): gathers into .gpu/ (git-ignored) what the
 # GPU machine lacks, so that scripts/gpu.sh can build and test there offline.
 #
-#   scripts/gpu-bundle.sh [--check] [--prebuilt]
+#   scripts/gpu-bundle.sh [--check] [--prebuilt] [--ggml DIR]
 #
 #   (always)     .gpu/debs: the .deb files of our build dependencies (apt-get download),
 #                .gpu/reference: llama2.c's greedy reference (../shared does not travel)
@@ -14,6 +14,10 @@
 #                .gpu/bin.tar.xz) and the non-system shared libraries they load (.gpu/lib;
 #                Open MPI's too: the binaries link it, though one process never starts it)
 #                (then: bash scripts/gpu.sh --prebuilt --test)
+#   --ggml DIR   with --prebuilt: also llama.cpp's kernels, ggml's test-backend-ops built from
+#                the checkout DIR (scripts/ggml-ops-bench.sh), .gpu/ggml-test-backend-ops.xz
+#                (24 MB), and our kernel experiments alone, .gpu/dev.tar.xz: carry those two
+#                and .gpu/lib (not bin.tar.xz: the four exceed 64 MiB) for gpu.sh --prebuilt --dev
 #
 # On the GPU machine, through the device tool with carry [".gpu"]:
 #   bash scripts/gpu.sh --build --test
@@ -34,12 +38,15 @@ PACKAGES=(
   pkgconf pkgconf-bin libpkgconf3
   zlib1g-dev                                            # the book's gzip (zlib1g itself is everywhere)
 )
-CHECK=0 PREBUILT=0
-for a in "$@"; do
+CHECK=0 PREBUILT=0 GGML=""
+while [ $# -gt 0 ]; do
+  a=$1
+  shift
   case "$a" in
     --check) CHECK=1 ;;
     --prebuilt) PREBUILT=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --ggml) GGML=${1:?--ggml needs a ggml checkout}; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "gpu-bundle.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -100,6 +107,12 @@ if ((PREBUILT)); then
   echo "gpu-bundle: prebuilt $(ls .gpu/bin | tr '\n' ' ')and $(ls .gpu/lib | tr '\n' ' ')"
   # Three binaries of ~25 MB each would leave little of the 64 MiB a call carries:
   # they travel compressed, and gpu.sh --prebuilt unpacks them.
+  if [ -n "$GGML" ]; then
+    tar cJf .gpu/dev.tar.xz -C .gpu bin/minfer_dev_q8_0_gemv bin/minfer_dev_k_quant_gemv
+    ggml_bin=$(scripts/ggml-ops-bench.sh build "$GGML" | tail -1 | cut -d' ' -f1)
+    xz -T0 -c "$ggml_bin" > .gpu/ggml-test-backend-ops.xz
+    echo "gpu-bundle: .gpu/dev.tar.xz $(du -sh .gpu/dev.tar.xz | cut -f1), .gpu/ggml-test-backend-ops.xz $(du -sh .gpu/ggml-test-backend-ops.xz | cut -f1)"
+  fi
   tar cJf .gpu/bin.tar.xz -C .gpu bin && rm -rf .gpu/bin
   echo "gpu-bundle: .gpu/bin.tar.xz $(du -sh .gpu/bin.tar.xz | cut -f1)"
 fi

@@ -65,7 +65,8 @@
 #                 one kernel, the production one among them, against the CPU and times it on the
 #                 engine's shapes (minfer_dev_q8_0_gemv: Q8_0's GEMV on GGUF's blocks, repacked, and regrouped on int8 activations;
 #                 minfer_dev_k_quant_gemv: Q4_K's and Q6_K's on fp32 activations and with dp4a on int8 ones),
-#                 into $LOGS/dev.log
+#                 then, where .gpu/ggml-test-backend-ops.xz is carried, llama.cpp's kernels on the
+#                 down shape (scripts/ggml-ops-bench.sh), into $LOGS/dev.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
 #   --racecheck   also run minfer_gpu_ops under compute-sanitizer --tool racecheck
 #   --prebuilt    use the binaries carried in .gpu/bin (.gpu/lib for their libraries)
@@ -221,6 +222,12 @@ dev_programs() {
     "$DEV_BIN/$p" || rc=1
     echo
   done
+  # llama.cpp's kernels on the same down shape, where the bundle carries them
+  # (scripts/ggml-ops-bench.sh; gpu-bundle.sh --ggml DIR).
+  if [ -f .gpu/ggml-test-backend-ops.xz ]; then
+    xz -dc .gpu/ggml-test-backend-ops.xz > /tmp/ggml-test-backend-ops && chmod +x /tmp/ggml-test-backend-ops
+    scripts/ggml-ops-bench.sh run /tmp/ggml-test-backend-ops 1 || rc=1
+  fi
   return "$rc"
 }
 
@@ -279,6 +286,7 @@ if ((PREBUILT)); then
   DEV_BIN=.gpu/bin
   MINFER=.gpu/bin/minfer
   [ -f .gpu/bin.tar.xz ] && tar xJf .gpu/bin.tar.xz -C .gpu
+  [ -f .gpu/dev.tar.xz ] && tar xJf .gpu/dev.tar.xz -C .gpu  # the experiments alone (gpu-bundle.sh --ggml)
   # The binaries link NCCL: the toolkit's copy, or the one PyTorch's wheels bring.
   nccl_dir=$( { ldconfig -p | awk '/libnccl\.so\.2 / { print $NF }'
                 ls /usr/local/cuda*/lib*/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2 \
@@ -286,7 +294,8 @@ if ((PREBUILT)); then
                   /usr/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; } 2>/dev/null | head -1)
   echo "gpu.sh: NCCL ${nccl_dir:-not found}"
   export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64${nccl_dir:+:$(dirname "$nccl_dir")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  [ -x "$BIN/minfer_gpu_ops" ] || { echo "no $BIN/minfer_gpu_ops: run scripts/gpu-bundle.sh --prebuilt here first"; exit 2; }
+  [ -x "$BIN/minfer_gpu_ops" ] || [ -x "$DEV_BIN/minfer_dev_k_quant_gemv" ] ||
+    { echo "no $BIN/minfer_gpu_ops: run scripts/gpu-bundle.sh --prebuilt here first"; exit 2; }
 else
   BIN=$BUILD_DIR/tests/gpu
   LADDER_BIN=$BUILD_DIR/kernels/cuda/ladder
