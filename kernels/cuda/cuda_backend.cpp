@@ -104,6 +104,11 @@ std::optional<cuda::ExpertFormat> expert_format_of(GGMLType t) {
 }
 static_assert(int32_t(cuda::QType::Q8_0x8) == int32_t(cuda::ExpertFormat::Q8_0x8), "ExpertFormat starts with QType's order");
 
+// Bytes of a row of `cols` weights in the device's block layout (cuda::quant_block_bytes).
+size_t quant_row_bytes(cuda::QType q, int64_t cols) {
+    return size_t(cols / cuda::quant_block_elems(q)) * size_t(cuda::quant_block_bytes(q));
+}
+
 // The element type of a plain matrix, or of the bf16 widening of a quantized one.
 DType dtype_of(const WeightView& v) {
     if (quant_type_of(v.type)) return DType::BF16;
@@ -244,11 +249,9 @@ public:
         auto x = std::make_unique<CudaExperts>();
         set_expert_shape(*x, all, n_experts, name());
         const auto quant = quant_type_of(all.type);
-        const size_t file_row = ggml_row_bytes(all.type, all.cols);
-        const size_t row = quant ? size_t(all.cols / cuda::quant_block_elems(*quant)) * cuda::quant_block_bytes(*quant)
-                                 : file_row;
+        const size_t row = quant ? quant_row_bytes(*quant, all.cols) : ggml_row_bytes(all.type, all.cols);
         if (quant) {
-            x->data = upload_blocks(all.data, file_row, all.type, *quant, all.rows, all.cols);
+            x->data = upload_blocks(all.data, ggml_row_bytes(all.type, all.cols), all.type, *quant, all.rows, all.cols);
         } else {
             const size_t bytes = size_t(all.rows) * row, padded = (bytes + 15) / 16 * 16;
             x->data = alloc(padded);
@@ -699,7 +702,7 @@ private:
         const size_t file_block = size_t(traits->block_bytes), block = size_t(cuda::quant_block_bytes(quant));
         const int64_t per_block = cuda::quant_block_elems(quant) / traits->block_elems;  // file blocks a device block
         const int64_t blocks = cols / cuda::quant_block_elems(quant);
-        const size_t row = size_t(blocks) * block, bytes = size_t(rows) * row, padded = (bytes + 15) / 16 * 16;
+        const size_t row = quant_row_bytes(quant, cols), bytes = size_t(rows) * row, padded = (bytes + 15) / 16 * 16;
         void* dst = alloc(padded);
         CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(dst) + bytes, 0, padded - bytes, stream_));
         if (block == file_block && per_block == 1) {
@@ -714,8 +717,8 @@ private:
                 const uint8_t* from = src + size_t(r) * pitch + size_t(b * per_block) * file_block;
                 if (quant == cuda::QType::Q8_0x8) {
                     for (int64_t i = 0; i < per_block; ++i) {  // Q8_0: an fp16 scale, then 32 quants
-                        std::memcpy(to + 2 * i, from + i * 34, 2);
-                        std::memcpy(to + 16 + 32 * i, from + i * 34 + 2, 32);
+                        std::memcpy(to + 2 * i, from + i * file_block, 2);
+                        std::memcpy(to + 16 + 32 * i, from + i * file_block + 2, 32);
                     }
                 } else {
                     std::memcpy(to, from, file_block);

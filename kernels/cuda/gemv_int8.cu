@@ -45,16 +45,6 @@ constexpr int kWarps = 4;
 constexpr int kGroup = kInt8Group;
 constexpr int kBlockElems = 256, kUnits = 8;  // all three types: 8 units of 32 weights a block
 
-struct Int8Input {  // the GEMV's view of an Int8Act
-    const int8_t* q;
-    const float2* ds;
-};
-
-Int8Input int8_input(const void* act, int32_t rows, int32_t k) {
-    const Int8Act a = int8_act_parts(const_cast<void*>(act), rows, k);
-    return {a.q, a.ds};
-}
-
 // One warp a group of 32 activations, a lane an activation: q = round(x / d)
 // with d = max |x| / 127, and the group's (d, sum x). count is a multiple of 32
 // and the blocks hold whole warps, so a warp is wholly in range or out.
@@ -222,7 +212,7 @@ struct Int8Tiling {
 
 template <class Fmt, int Rows, int F = Int8Tiling<Rows>::features(), bool kPrefetch = Int8Tiling<Rows>::prefetch()>
 __global__ void __launch_bounds__(kWarps * 32)
-    int8_gemv_kernel(Int8Input act, int32_t k, const __grid_constant__ Int8Segments segs) {
+    int8_gemv_kernel(Int8Act act, int32_t k, const __grid_constant__ Int8Segments segs) {
     using Unit = typename Fmt::Unit;
     pdl_wait();
     int seg = 0;
@@ -300,7 +290,7 @@ void int8_gemv(const void* act, int32_t k, const GemvTarget* targets, int32_t co
     }
     segs.count = count;
     launch_pdl(int8_gemv_kernel<Fmt, Rows, F, Prefetch>, unsigned(blocks), kWarps * 32, 0, stream,
-               int8_input(act, Rows, k), k, segs);
+               int8_act_parts(const_cast<void*>(act), Rows, k), k, segs);
 }
 
 // One instantiation per row count, so that the accumulators stay in registers.
