@@ -23,6 +23,12 @@ def table(*args):
     return proc.stdout
 
 
+def shown(x):
+    # The table's rounding: whole numbers from 100 up, one decimal below (a slow CI machine decodes
+    # the bundled model at under 100 tok/s).
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
 def test_latency_rows_come_from_the_bench_output(tmp_path):
     # Real `bench latency` output (the CPU's, so no roofline lines), under the header gpu.sh writes.
     out = run_minfer("bench", "latency", MODEL, "--input-len", 32, "--output-len", 8, "--repetitions", 1).stdout
@@ -33,9 +39,9 @@ def test_latency_rows_come_from_the_bench_output(tmp_path):
                    "--- llama3-8b:bf16 --batch 1 --input-len 512 --output-len 128 --quantization fp8\n" + out)
     text = table(log, "--device", "a test", "--source", "here")
     rows = {l.split(" | ")[1]: l.split(" | ") for l in text.splitlines() if l.startswith("| D")}
-    assert rows["llama3-1b bf16, decode batch 1"][2] == f"{decode:,.0f}"
+    assert rows["llama3-1b bf16, decode batch 1"][2] == shown(decode)
     assert rows["llama3-1b bf16, decode batch 1"][3] == "?"  # the CPU prints no roofline
-    assert rows["llama3-8b fp8, prefill 512"][2] == f"{prefill:,.0f}"
+    assert rows["llama3-8b fp8, prefill 512"][2] == shown(prefill)
     assert rows["llama3-8b bf16, decode batch 1"][2] == "not run"
     met = (decode >= 1200) + (decode >= 480) + (prefill >= 65000)  # 1b decode; fp8 decode and prefill
     assert f"{met} of 11 rows with a target at target." in text
