@@ -163,9 +163,9 @@ __device__ __forceinline__ void decode_unit(const typename Q::Unit& unit, int u,
 // as the widening does) and multiplies it with the rows' activations (bf16,
 // converted once per matmul) on bf16 m16n8k16 tensor cores with fp32
 // accumulation: the numbers of the widen + GEMM path, without the 30 GB. Warp w
-// owns features 16w..16w+15. While the tensor cores work on one stretch, the
-// next stretch's units are in flight to registers and its activations to the
-// other half of a double buffer (cp.async).
+// owns features 16w..16w+15. The next stretch's units are in flight to
+// registers and its activations to the other half of a double buffer
+// (cp.async) while the tensor cores work on this one.
 //
 // Each CTA reads the activations of every row: the more features it owns, the
 // less often they are read (64 rows of one stretch are 32 KB from L2 against
@@ -174,6 +174,15 @@ __device__ __forceinline__ void decode_unit(const typename Q::Unit& unit, int u,
 // split k over gridDim.y CTAs, which write partial sums that sum_splits_kernel
 // adds in a fixed order (the result does not depend on which split finishes
 // first).
+//
+// Above 32 rows the weight tile is double-buffered too. With one tile a
+// stretch was two phases split by barriers, decode (ALU) then products (tensor
+// cores), and with one CTA an SM (up to 250 registers a thread; 143 KB of
+// shared memory at 64 rows) nothing ran beside either: ncu found the issue
+// slots 25% busy. With two, each warp decodes the next stretch's units into the
+// other tile between this stretch's products, one barrier a stretch. Up to 32
+// rows one tile is kept: two CTAs of 128 registers fit an SM there, and a
+// second tile would leave room for one.
 constexpr int kQmmThreads = 256;
 constexpr int kQmmFeatures = 128;      // per CTA, 16 per warp
 constexpr int kQmmK = 256;             // weights along k per stretch: one K-type block, 8 legacy ones
@@ -190,8 +199,11 @@ __device__ __forceinline__ int qmm_wcol(int c) { return c + (c >> 6) * 8; }
 constexpr int kQmmMaxSplits = 8;
 constexpr int kQmmMinStretches = 4;    // per split at least: each split refills its pipeline once
 
+constexpr int qmm_weight_tiles(int m_tiles) { return m_tiles > 2 ? 2 : 1; }
+
 inline size_t quant_gemm_smem_bytes(int m_tiles) {
-    return sizeof(__nv_bfloat16) * (kQmmWLd * kQmmFeatures + kQmmLd * 2 * 16 * m_tiles);
+    return sizeof(__nv_bfloat16) *
+           (qmm_weight_tiles(m_tiles) * kQmmWLd * kQmmFeatures + kQmmLd * 2 * 16 * m_tiles);
 }
 
 // One CTA's work (kQmmThreads threads): out[r, f0 + 0..127] for rows r < rows
@@ -203,12 +215,15 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
                                          float* __restrict__ out) {
     constexpr int kBlocks = kQmmK / Q::kElems;                                // per feature and stretch
     constexpr int kUnitsPerThread = kQmmFeatures * kBlocks * Q::kUnits / kQmmThreads;  // 4 or 8
+    constexpr int kSteps = kQmmK / 16;                                        // m16n8k16 steps a stretch
+    constexpr bool kTwoTiles = qmm_weight_tiles(MT) == 2;
     static_assert(kQmmFeatures == 16 * (kQmmThreads / 32), "a warp owns 16 features");
-    constexpr int kXTile = 16 * MT * kQmmLd;
+    static_assert(kSteps % kUnitsPerThread == 0, "a unit decoded every kSteps / kUnitsPerThread steps");
+    constexpr int kXTile = 16 * MT * kQmmLd, kWTile = kQmmFeatures * kQmmWLd;
     using Unit = typename Q::Unit;
     extern __shared__ float4 qmm_smem4[];
-    __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [kQmmFeatures][kQmmWLd]
-    __nv_bfloat16* x_s = w_s + kQmmFeatures * kQmmWLd;                   // [2][16 MT][kQmmLd]
+    __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [1 or 2][kQmmFeatures][kQmmWLd]
+    __nv_bfloat16* x_s = w_s + qmm_weight_tiles(MT) * kWTile;            // [2][16 MT][kQmmLd]
     const int32_t f0 = int32_t(blockIdx.x) * kQmmFeatures, blocks_per_row = k / Q::kElems;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
 
@@ -221,14 +236,17 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
         b = i / Q::kUnits % kBlocks;
         u = i % Q::kUnits;
     };
-    auto load_units = [&](int32_t stretch, Unit (&units)[kUnitsPerThread]) {
-#pragma unroll
-        for (int j = 0; j < kUnitsPerThread; ++j) {
-            int f, b, u;
-            unit_at(j, f, b, u);
-            const int64_t feature = min(f0 + f, n - 1), block = min(stretch * kBlocks + b, blocks_per_row - 1);
-            units[j] = Q::load(w + (feature * blocks_per_row + block) * Q::kBytes, u);
-        }
+    auto load_unit = [&](int j, int32_t stretch) {
+        int f, b, u;
+        unit_at(j, f, b, u);
+        const int64_t feature = min(f0 + f, n - 1), block = min(stretch * kBlocks + b, blocks_per_row - 1);
+        return Q::load(w + (feature * blocks_per_row + block) * Q::kBytes, u);
+    };
+    auto decode = [&](int j, const Unit& unit, __nv_bfloat16* tile) {
+        int f, b, u;
+        unit_at(j, f, b, u);
+        const int col0 = b * Q::kElems;  // the block's first column in the tile
+        decode_unit<Q>(unit, u, tile + f * kQmmWLd, [col0](int c) { return qmm_wcol(col0 + c); });
     };
     // Rows past `rows` and columns past k are zeros.
     auto load_x = [&](int stage, int32_t stretch) {
@@ -239,12 +257,20 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
             const bool ok = r < rows && k0 + c < k;
             cp_async16(xs + r * kQmmLd + c, ok ? x + int64_t(r) * k + k0 + c : x, ok);
         }
+        cp_async_commit();
     };
 
     Unit units[kUnitsPerThread];
-    load_units(first, units);
+#pragma unroll
+    for (int j = 0; j < kUnitsPerThread; ++j) units[j] = load_unit(j, first);
     load_x(0, first);
-    cp_async_commit();
+    if constexpr (kTwoTiles) {  // the first stretch's tile before the loop, then always one ahead
+#pragma unroll
+        for (int j = 0; j < kUnitsPerThread; ++j) {
+            decode(j, units[j], w_s);
+            if (first + 1 < last) units[j] = load_unit(j, first + 1);
+        }
+    }
     float acc[MT][2][4] = {};
     // ldmatrix row addresses (lane j: row j % 8 of matrix j / 8). A: rows x k,
     // matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
@@ -253,30 +279,43 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
     const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
     for (int32_t st = first; st < last; ++st) {
         const int stage = (st - first) & 1;
-        __syncthreads();  // every warp is done with the previous stretch's tiles
+        const __nv_bfloat16* ws = w_s + (kTwoTiles ? stage * kWTile : 0);
+        if constexpr (!kTwoTiles) {
+            __syncthreads();  // every warp is done with the previous stretch's tile
 #pragma unroll
-        for (int j = 0; j < kUnitsPerThread; ++j) {
-            int f, b, u;
-            unit_at(j, f, b, u);
-            const int col0 = b * Q::kElems;  // the block's first column in the tile
-            decode_unit<Q>(units[j], u, w_s + f * kQmmWLd, [col0](int c) { return qmm_wcol(col0 + c); });
+            for (int j = 0; j < kUnitsPerThread; ++j) {
+                decode(j, units[j], w_s);
+                if (st + 1 < last) units[j] = load_unit(j, st + 1);  // in flight until the next stretch
+            }
         }
-        if (st + 1 < last) load_x(stage ^ 1, st + 1);
-        cp_async_commit();
-        cp_async_wait<1>();  // this stretch's activations have landed
+        cp_async_wait<0>();  // this stretch's activations have landed
+        // Every thread's activations landed and this stretch's tile decoded;
+        // every warp done with the previous stretch's products, so the other
+        // halves of the buffers are free.
         __syncthreads();
-        if (st + 1 < last) load_units(st + 1, units);  // in flight during the products
+        if (st + 1 < last) load_x(stage ^ 1, st + 1);
         const __nv_bfloat16* xs = x_s + stage * kXTile;
-#pragma unroll 4
-        for (int kk = 0; kk < kQmmK; kk += 16) {
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+            const int kk = 16 * step;
             uint32_t bf[4];
-            ldmatrix_x4(bf, w_s + (warp * 16 + b_row) * kQmmWLd + qmm_wcol(kk) + b_col);
+            ldmatrix_x4(bf, ws + (warp * 16 + b_row) * kQmmWLd + qmm_wcol(kk) + b_col);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 uint32_t af[4];
                 ldmatrix_x4(af, xs + (mt * 16 + a_row) * kQmmLd + kk + a_col);
                 mma_bf16(acc[mt][0], af, bf[0], bf[1]);
                 mma_bf16(acc[mt][1], af, bf[2], bf[3]);
+            }
+            // Between the products, one of the next stretch's units into the
+            // other tile, and the unit after it on its way from memory.
+            constexpr int kEvery = kSteps / kUnitsPerThread;
+            if constexpr (kTwoTiles) {
+                if (step % kEvery == kEvery - 1 && st + 1 < last) {
+                    const int j = step / kEvery;
+                    decode(j, units[j], w_s + (stage ^ 1) * kWTile);
+                    if (st + 2 < last) units[j] = load_unit(j, st + 2);
+                }
             }
         }
     }
@@ -291,6 +330,5 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
                 if (r < rows && f < n) out[int64_t(r) * n + f] = acc[mt][nf][e];
             }
 }
-
 
 }  // namespace minfer::cuda::tiles
