@@ -102,35 +102,37 @@ bool fast_path_ok(const float* q, const T* k_pool, const T* v_pool, HeadShape he
            is_aligned(k_pool, 16) && is_aligned(v_pool, 16) && is_aligned(out, 16);
 }
 
+// True when out8 was written (only the split decode's combine writes it).
 template <class T>
-void paged_attention(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
-                     float scale, int32_t window, float* out, void* workspace, size_t workspace_bytes,
+bool paged_attention(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
+                     float scale, int32_t window, float* out, void* out8, void* workspace, size_t workspace_bytes,
                      bool decode_mma, cudaStream_t stream) {
     const bool fast = fast_path_ok(q, k_pool, v_pool, heads, out);
+    bool wrote8 = false;
     if (fast && decode_attention_usable(st, heads) &&
-        launch_decode_attention(st, q, k_pool, v_pool, heads, scale, window, out, workspace, workspace_bytes,
-                                decode_mma, stream))
-        return;
+        launch_decode_attention(st, q, k_pool, v_pool, heads, scale, window, out, out8, wrote8, workspace,
+                                workspace_bytes, decode_mma, stream))
+        return wrote8;
     if (fast && st.attn_tiles && st.num_attn_tiles > 0) {  // bf16 tensor cores, or 3xTF32
         launch_prefill_attention(st, q, k_pool, v_pool, heads, scale, window, out, stream);
-        return;
+        return false;
     }
     const dim3 grid(st.num_tokens, heads.n_heads);
     launch_pdl(reference_kernel<T>, grid, kRefThreads, 0, stream, st, q, k_pool, v_pool, AttnArgs{heads, scale, window}, out);
+    return false;
 }
 
 }  // namespace
 
-void launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
-                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                            size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
-    if (st.num_tokens == 0) return;
+bool launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
+                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* out8,
+                            void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
+    if (st.num_tokens == 0) return false;
     if (pool == PoolType::BF16)
-        paged_attention(st, q, static_cast<const bf16*>(k_pool), static_cast<const bf16*>(v_pool), heads, scale,
-                        window, out, workspace, workspace_bytes, decode_mma, stream);
-    else
-        paged_attention(st, q, static_cast<const float*>(k_pool), static_cast<const float*>(v_pool), heads, scale,
-                        window, out, workspace, workspace_bytes, decode_mma, stream);
+        return paged_attention(st, q, static_cast<const bf16*>(k_pool), static_cast<const bf16*>(v_pool), heads,
+                               scale, window, out, out8, workspace, workspace_bytes, decode_mma, stream);
+    return paged_attention(st, q, static_cast<const float*>(k_pool), static_cast<const float*>(v_pool), heads, scale,
+                           window, out, out8, workspace, workspace_bytes, decode_mma, stream);
 }
 
 }  // namespace minfer::cuda

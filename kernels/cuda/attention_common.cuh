@@ -174,13 +174,15 @@ void allow_smem(Kernel kernel, size_t bytes, size_t& allowed) {
 bool decode_attention_usable(const DeviceStep& st, HeadShape heads);
 // The split decode kernel (decode_bf16_kernel over a bf16 pool when decode_mma)
 // and the combine of its splits; false, launching nothing, when the workspace
-// is smaller than paged_attention_workspace_bytes.
+// is smaller than paged_attention_workspace_bytes. out8 as launch_paged_attention's;
+// wrote8 set when the combine writes it.
 bool launch_decode_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                             HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                             size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
+                             HeadShape heads, float scale, int32_t window, float* out, void* out8, bool& wrote8,
+                             void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
 bool launch_decode_attention(const DeviceStep& st, const float* q, const __nv_bfloat16* k_pool,
                              const __nv_bfloat16* v_pool, HeadShape heads, float scale, int32_t window, float* out,
-                             void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
+                             void* out8, bool& wrote8, void* workspace, size_t workspace_bytes, bool decode_mma,
+                             cudaStream_t stream);
 // attention_prefill.cu: the tensor-core prefill kernels over the step's
 // attention tiles (3xTF32 over a float pool, bf16 over a bf16 one).
 void launch_prefill_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,

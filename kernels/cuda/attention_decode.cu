@@ -15,6 +15,7 @@
 // shape depends only on num_tokens, max_blocks_per_seq, block_size and the head
 // shape (CUDA-graph friendly).
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/int8_act.cuh"
 
 namespace minfer::cuda {
 
@@ -39,6 +40,7 @@ struct DecodeArgs {
     float* part_o;       // [num_tokens][n_heads][num_splits][head_dim]
     float* part_ml;      // [num_tokens][n_heads][num_splits][2]
     float* out;
+    Int8Act out8;        // an int8 copy of out for o_proj's int8 GEMV, written by the combine (q null: none)
 };
 
 // The keys of split `split` that decode row `row` attends to, lo..hi. When the
@@ -283,6 +285,8 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(DeviceStep st, cons
 constexpr int kCombineThreads = kMaxHeadDim / 4;  // a float4 column each
 
 // One block per (row, head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = exp(m_s - max m), in split order.
+// With a.out8, also out's int8 copy: a head of a multiple of 128 columns is
+// whole warps of active lanes, and its groups of 32 start on 8-lane boundaries.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(DecodeArgs a) {
     pdl_wait();
     const int64_t head = blockIdx.x;
@@ -308,8 +312,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(DecodeArgs a) 
     }
     if (active) {
         const float inv = 1.0f / total;
-        *reinterpret_cast<float4*>(a.out + head * hd + c * 4) =
-            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        const float4 y = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        *reinterpret_cast<float4*>(a.out + head * hd + c * 4) = y;
+        if (a.out8.q) store_int8_quad(y, head * (hd / 4) + c, a.out8);
     }
 }
 
@@ -519,15 +524,17 @@ void launch_decode_bf16(const DeviceStep& st, const float* q, const bf16* k_pool
 
 template <class T>
 bool launch_decode(const DeviceStep& st, const float* q, const T* k_pool, const T* v_pool, HeadShape heads,
-                   float scale, int32_t window, float* out, void* workspace, size_t workspace_bytes, bool decode_mma,
-                   cudaStream_t stream) {
+                   float scale, int32_t window, float* out, void* out8, bool& wrote8, void* workspace,
+                   size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
     const DecodePlan p = decode_plan(st, heads);
     const size_t need = paged_attention_workspace_bytes(st, heads);
     if (!(need <= workspace_bytes && (need == 0 || workspace))) return false;
-    DecodeArgs a{heads, scale, window, p.split_len, p.num_splits, nullptr, nullptr, out};
+    DecodeArgs a{heads, scale, window, p.split_len, p.num_splits, nullptr, nullptr, out, {}};
     if (p.num_splits > 1) {
         a.part_o = static_cast<float*>(workspace);
         a.part_ml = a.part_o + size_t(st.num_tokens) * heads.n_heads * p.num_splits * heads.head_dim;
+        wrote8 = out8 && heads.head_dim % 128 == 0;
+        if (wrote8) a.out8 = int8_act_parts(out8, st.num_tokens, heads.n_heads * heads.head_dim);
     }
     const dim3 grid(st.num_tokens, heads.n_kv_heads, p.num_splits);
     bool done = false;
@@ -569,16 +576,16 @@ size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads) {
 }
 
 bool launch_decode_attention(const DeviceStep& st, const float* q, const float* k_pool, const float* v_pool,
-                             HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                             size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
-    return launch_decode(st, q, k_pool, v_pool, heads, scale, window, out, workspace, workspace_bytes, decode_mma,
-                         stream);
+                             HeadShape heads, float scale, int32_t window, float* out, void* out8, bool& wrote8,
+                             void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
+    return launch_decode(st, q, k_pool, v_pool, heads, scale, window, out, out8, wrote8, workspace, workspace_bytes,
+                         decode_mma, stream);
 }
 bool launch_decode_attention(const DeviceStep& st, const float* q, const bf16* k_pool, const bf16* v_pool,
-                             HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                             size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
-    return launch_decode(st, q, k_pool, v_pool, heads, scale, window, out, workspace, workspace_bytes, decode_mma,
-                         stream);
+                             HeadShape heads, float scale, int32_t window, float* out, void* out8, bool& wrote8,
+                             void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream) {
+    return launch_decode(st, q, k_pool, v_pool, heads, scale, window, out, out8, wrote8, workspace, workspace_bytes,
+                         decode_mma, stream);
 }
 
 }  // namespace minfer::cuda

@@ -398,8 +398,13 @@ public:
         const size_t ws = cuda::paged_attention_workspace_bytes(step_, heads);
         if (ws > attn_ws_.bytes()) workspace_moved();
         attn_ws_.ensure(ws, stream_);
-        cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], pool_type(cache), heads, a.scale,
-                                     a.window, out, attn_ws_.get(), attn_ws_.bytes(), cuda_options_.decode_mma, stream_);
+        // o_proj's int8 copy, where the decode's combine can write it.
+        const int64_t cols = int64_t(a.n_heads) * a.head_dim;
+        void* out8 = int8_copy_target(step_.num_tokens, cols);
+        if (cuda::launch_paged_attention(step_, q, cache.k[layer], cache.v[layer], pool_type(cache), heads, a.scale,
+                                         a.window, out, out8, attn_ws_.get(), attn_ws_.bytes(),
+                                         cuda_options_.decode_mma, stream_))
+            made_int8_copy(out, step_.num_tokens, cols);
         after_op();
     }
 

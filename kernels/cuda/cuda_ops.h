@@ -98,9 +98,13 @@ size_t paged_attention_workspace_bytes(const DeviceStep& st, HeadShape heads);
 // workspace: device memory of at least paged_attention_workspace_bytes(st, heads)
 // bytes (workspace_bytes says how much there is; too little falls back to slower kernels).
 // decode_mma: CudaOptions::decode_mma (false: decode over a bf16 pool by the scalar kernel).
-void launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
-                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* workspace,
-                            size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
+// out8: null, or int8_act_bytes(num_tokens, n_heads * head_dim) bytes for an int8
+// copy of out (the int8 GEMVs' input, gemv_int8.cu). Returns whether it was
+// written: by the split decode's combine, for head sizes of multiples of 128; it
+// depends only on what the workspace does (CUDA-graph safe).
+bool launch_paged_attention(const DeviceStep& st, const float* q, const void* k_pool, const void* v_pool,
+                            PoolType pool, HeadShape heads, float scale, int32_t window, float* out, void* out8,
+                            void* workspace, size_t workspace_bytes, bool decode_mma, cudaStream_t stream);
 
 // ---- sampling.cu ---------------------------------------------------------------------
 // out_ids[r] = the first index of the largest value of row r (std::max_element's tie rule;

@@ -399,44 +399,87 @@ public:
                         const std::vector<Seq>& seqs, double threshold, KVDType dtype) {
         const std::string shape = fmt("hd=%d heads=%d/%d bs=%d window=%d %s(%s)%s", hd, nh, nkv, bs, window, kind_name,
                                       seqs_text(seqs).c_str(), dtype == KVDType::BF16 ? " bf16 pool" : "");
-        run("paged_attention", shape, threshold, [&] {
-            const int32_t num_blocks = blocks_needed(seqs, bs) + 3;
-            const StepPlan plan = make_plan(rng_, seqs, bs, num_blocks, 1000);
-            set_step(plan, bs);
-            const int32_t n = plan.num_tokens();
-            const KVCacheShape cs{2, num_blocks, bs, nkv, hd, dtype};
-            const size_t pool = cs.elems_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
-            // NaN everywhere but the slots of the sequences' tokens, so
-            // that a read outside the block tables or past the context shows.
-            std::vector<float> k(pool, kNaN), v(pool, kNaN);
-            for (int32_t s = 0; s < plan.num_seqs(); ++s)
-                for (int32_t t = 0; t < plan.context_lens[s]; ++t) {
-                    const int32_t block = plan.block_tables[size_t(s) * plan.max_blocks_per_seq + t / bs];
-                    const size_t slot = size_t(block) * bs + t % bs;
-                    for (size_t j = 0; j < kv_row; ++j) {
-                        k[slot * kv_row + j] = normal_(rng_);
-                        v[slot * kv_row + j] = normal_(rng_);
-                    }
-                }
-            const std::vector<float> q = randn(size_t(n) * nh * hd);
-            const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+        run("paged_attention", shape, threshold,
+            [&] { return attention_run(hd, nh, nkv, bs, window, seqs, dtype, std::nullopt); });
+    }
 
-            DeviceArena g(gpu_);
-            // Layer 0 is NaN: only layer 1 may be read (0xffff is a bf16 NaN, and two of them a float NaN).
-            void* nan_layer = g.copy(std::vector<uint16_t>(pool * 2, 0xffff));
-            std::vector<uint16_t> k16, v16;
-            for (size_t j = 0; j < pool; ++j) k16.push_back(f32_to_bf16(k[j])), v16.push_back(f32_to_bf16(v[j]));
-            const bool b16 = dtype == KVDType::BF16;
-            KVCache cache_c{cs, {nullptr, b16 ? static_cast<void*>(k16.data()) : k.data()},
-                            {nullptr, b16 ? static_cast<void*>(v16.data()) : v.data()}};
-            KVCache cache_g{cs, {nan_layer, b16 ? static_cast<void*>(g.copy(k16)) : g.copy(k)},
-                            {nan_layer, b16 ? static_cast<void*>(g.copy(v16)) : g.copy(v)}};
-            std::vector<float> ref(q.size(), kNaN);
-            float* out = g.poisoned(q.size());
-            cpu_.paged_attention(q.data(), attn, cache_c, 1, ref.data());
-            gpu_.paged_attention(g.copy(q), attn, cache_g, 1, out);
-            return rel_error(g.fetch(out, ref.size()), ref);
-        });
+    // The int8 copy of the attention output that the split decode's combine
+    // writes for o_proj's int8 GEMV (Q4_K, Q6_K, Q8_0 up to 8 rows; head sizes of
+    // multiples of 128): decode attention -> o_proj against the CPU, with short
+    // contexts (one split: the copy is quantized by a launch of its own) and long
+    // ones (many splits: the combine writes it).
+    void attention_int8_copy() {
+        for (GGMLType type : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0})
+            for (int32_t hd : {128, 256})
+                for (const std::vector<Seq>& seqs : {std::vector<Seq>{{1, 3000}, {1, 700}, {1, 5}},
+                                                     std::vector<Seq>{{1, 40}}}) {
+                    const int32_t nh = 4096 / hd;
+                    run("int8 copy",
+                        fmt("%s hd=%d heads=%d/8 decode(%s): attention -> o_proj", ggml_type_name(type), hd, nh,
+                            seqs_text(seqs).c_str()),
+                        std::max(kAttnBf16, quant_threshold(type, int32_t(seqs.size()), nh * hd)),
+                        [&] { return attention_run(hd, nh, 8, 16, 0, seqs, KVDType::BF16, type); });
+                }
+    }
+
+    // Paged attention on both backends over layer 1 of random pools; with o_type,
+    // then an o_proj of that type ("blk.0.attn_output.weight", 256 features) on
+    // the output. The larger relative error of the two outputs.
+    double attention_run(int32_t hd, int32_t nh, int32_t nkv, int32_t bs, int32_t window, const std::vector<Seq>& seqs,
+                         KVDType dtype, std::optional<GGMLType> o_type) {
+        const int32_t num_blocks = blocks_needed(seqs, bs) + 3;
+        const StepPlan plan = make_plan(rng_, seqs, bs, num_blocks, 1000);
+        set_step(plan, bs);
+        const int32_t n = plan.num_tokens();
+        const KVCacheShape cs{2, num_blocks, bs, nkv, hd, dtype};
+        const size_t pool = cs.elems_per_block() * num_blocks, kv_row = size_t(nkv) * hd;
+        // NaN everywhere but the slots of the sequences' tokens, so
+        // that a read outside the block tables or past the context shows.
+        std::vector<float> k(pool, kNaN), v(pool, kNaN);
+        for (int32_t s = 0; s < plan.num_seqs(); ++s)
+            for (int32_t t = 0; t < plan.context_lens[s]; ++t) {
+                const int32_t block = plan.block_tables[size_t(s) * plan.max_blocks_per_seq + t / bs];
+                const size_t slot = size_t(block) * bs + t % bs;
+                for (size_t j = 0; j < kv_row; ++j) {
+                    k[slot * kv_row + j] = normal_(rng_);
+                    v[slot * kv_row + j] = normal_(rng_);
+                }
+            }
+        const std::vector<float> q = randn(size_t(n) * nh * hd);
+        const AttentionParams attn{nh, nkv, hd, 1.0f / std::sqrt(float(hd)), window};
+
+        DeviceArena g(gpu_);
+        // Layer 0 is NaN: only layer 1 may be read (0xffff is a bf16 NaN, and two of them a float NaN).
+        void* nan_layer = g.copy(std::vector<uint16_t>(pool * 2, 0xffff));
+        std::vector<uint16_t> k16, v16;
+        for (size_t j = 0; j < pool; ++j) k16.push_back(f32_to_bf16(k[j])), v16.push_back(f32_to_bf16(v[j]));
+        const bool b16 = dtype == KVDType::BF16;
+        KVCache cache_c{cs, {nullptr, b16 ? static_cast<void*>(k16.data()) : k.data()},
+                        {nullptr, b16 ? static_cast<void*>(v16.data()) : v.data()}};
+        KVCache cache_g{cs, {nan_layer, b16 ? static_cast<void*>(g.copy(k16)) : g.copy(k)},
+                        {nan_layer, b16 ? static_cast<void*>(g.copy(v16)) : g.copy(v)}};
+        std::vector<float> ref(q.size(), kNaN);
+        float* out = g.poisoned(q.size());
+        std::vector<uint8_t> o_bytes;
+        std::unique_ptr<PackedWeight> o_cpu, o_gpu;
+        if (o_type) {  // packed first: a layer matrix taking the int8 GEMV is what turns the copies on
+            o_bytes = encode(randn(size_t(256) * nh * hd, 1.0f / std::sqrt(float(nh * hd))), *o_type);
+            const WeightView view{"blk.0.attn_output.weight", *o_type, 256, nh * hd, o_bytes.data()};
+            o_cpu = cpu_.pack_weight(view);
+            o_gpu = gpu_.pack_weight(view);
+        }
+        cpu_.paged_attention(q.data(), attn, cache_c, 1, ref.data());
+        gpu_.paged_attention(g.copy(q), attn, cache_g, 1, out);
+        double err = rel_error(g.fetch(out, ref.size()), ref);
+        if (o_type) {
+            std::vector<float> o_ref(size_t(n) * 256, kNaN);
+            float* o_out = g.poisoned(o_ref.size());
+            cpu_.matmul(ref.data(), *o_cpu, nullptr, n, o_ref.data());
+            gpu_.matmul(out, *o_gpu, nullptr, n, o_out);
+            const double e = rel_error(g.fetch(o_out, o_ref.size()), o_ref);
+            if (!(e <= err)) err = e;  // NaN wins
+        }
+        return err;
     }
 
     struct Shape {
@@ -1624,6 +1667,7 @@ int main(int argc, char** argv) {
         t.matmul_shared();
         t.matmul_shards();
         t.bf16_copy();
+        t.attention_int8_copy();
         t.kv_blocks_io();
         t.swiglu();
         t.geglu();
