@@ -140,7 +140,6 @@ template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::features
           int kUnroll = Tiling<Format, Rows>::unroll(), bool kPrefetch = Tiling<Format, Rows>::prefetch()>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words) {
-    pdl_wait();
     constexpr int E = Format::kPerWord;
     int seg = 0;
     while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
@@ -149,10 +148,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int32_t n = segs.n[seg];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int f0 = ((int32_t(blockIdx.x) - segs.first_block[seg]) * kWarps + warp) * kFeatures;
-    if (f0 >= n) return;  // the whole warp
     const uint4* rows[kFeatures];
 #pragma unroll
     for (int f = 0; f < kFeatures; ++f) rows[f] = w + size_t(min(f0 + f, n - 1)) * size_t(words);
+
+    // The first stretch of weights is loaded before the wait (pdl.cuh): it is
+    // in flight while the kernels before this one finish.
+    uint4 wv[kUnroll][kFeatures];
+    if (f0 < n) load_stretch(rows, lane, words, wv);
+    pdl_wait();
+    if (f0 >= n) return;  // the whole warp
 
     float acc[Rows][kFeatures];
 #pragma unroll
@@ -160,14 +165,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int f = 0; f < kFeatures; ++f) acc[r][f] = 0.0f;
 
-    uint4 wv[kUnroll][kFeatures];
-    if constexpr (kPrefetch) load_stretch(rows, lane, words, wv);
     for (int c0 = lane; c0 < words; c0 += 32 * kUnroll) {
         // Issue every load of this stretch (or, prefetching, of the next) before using any.
         uint4 next[kUnroll][kFeatures];
         if constexpr (kPrefetch)
             load_stretch(rows, c0 + 32 * kUnroll, words, next);
-        else
+        else if (c0 != lane)  // the first stretch is loaded above
             load_stretch(rows, c0, words, wv);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {

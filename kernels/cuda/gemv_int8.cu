@@ -214,13 +214,11 @@ template <class Fmt, int Rows, int F = Int8Tiling<Rows>::features(), bool kPrefe
 __global__ void __launch_bounds__(kWarps * 32)
     int8_gemv_kernel(Int8Act act, int32_t k, const __grid_constant__ Int8Segments segs) {
     using Unit = typename Fmt::Unit;
-    pdl_wait();
     int seg = 0;
     while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
     const int32_t n = segs.n[seg];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int32_t f0 = ((int32_t(blockIdx.x) - segs.first_block[seg]) * kWarps + warp) * F;
-    if (f0 >= n) return;  // the whole warp
     const int32_t blocks = k / kBlockElems, units = blocks * kUnits, groups = k / kGroup;
     const uint4* rows[F];
 #pragma unroll
@@ -230,19 +228,24 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int f = 0; f < F; ++f) u[f] = c < units ? Fmt::load(rows[f] + (c / kUnits) * Fmt::kBlockWords, c % kUnits) : Unit{};
     };
+    // The first unit of weights is loaded before the wait (pdl.cuh): it is in
+    // flight while the kernels before this one finish.
+    Unit u[F];
+    if (f0 < n) load(lane, u);
+    pdl_wait();
+    if (f0 >= n) return;  // the whole warp
+
     float acc[Rows][F];
 #pragma unroll
     for (int r = 0; r < Rows; ++r)
 #pragma unroll
         for (int f = 0; f < F; ++f) acc[r][f] = 0.0f;
 
-    Unit u[F];
-    if constexpr (kPrefetch) load(lane, u);
     for (int32_t c = lane; c < units; c += 32) {
         Unit next[F];
         if constexpr (kPrefetch)
             load(c + 32, next);
-        else
+        else if (c != lane)  // the first unit is loaded above
             load(c, u);
         const int j = c % kUnits;
         const int32_t block_start = (c / kUnits) * kBlockElems;

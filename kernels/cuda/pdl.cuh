@@ -1,10 +1,18 @@
 // Programmatic dependent launch (Hopper). A decode step is a chain of small
 // kernels, and between two of them the GPU would otherwise sit idle while the
 // first drains and the second is launched. A kernel started with launch_pdl may
-// be scheduled while the kernel before it in the stream is still finishing; it
-// must call pdl_wait() before it reads anything that kernel (or any earlier
-// one) wrote, and it calls it first thing, before any early return, so that it
-// cannot finish before its predecessor does. MINFER_PDL=0 (CudaOptions::pdl,
+// be scheduled while the kernel before it in the stream is still running: as
+// soon as every CTA of that kernel has started and called pdl_wait(), which
+// lets the next kernel launch (griddepcontrol.launch_dependents) and then waits
+// until the kernel before this one has finished and its writes are visible.
+// Its CTAs then sit on free SM slots, ready, instead of being dispatched after
+// the drain. So a kernel must call pdl_wait() before it reads anything that an
+// earlier kernel wrote and before it writes anything, and it calls it before
+// any early return, so that it cannot finish before its predecessor does
+// (which makes the order transitive: the kernel after it, waiting for it, waits
+// for everything before). What no kernel writes, a matrix's weights, it may
+// read before: the GEMVs issue their first weight loads first, and those are in
+// flight while the kernels before them finish. MINFER_PDL=0 (CudaOptions::pdl,
 // which the backend hands to set_pdl_enabled when it is created) launches them
 // all the ordinary way (to measure what this is worth).
 #pragma once
@@ -20,6 +28,7 @@ namespace minfer::cuda {
 
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
