@@ -35,8 +35,7 @@ template <class Q, int Rows>
 __global__ void __launch_bounds__(kWarps * 32)
     quant_gemv_kernel(const float* __restrict__ x, int32_t k, bool x_aligned, const uint8_t* __restrict__ w,
                       int32_t n, float* __restrict__ out) {
-    pdl_wait();
-    gemv_tile<Q, Rows>(x, k, x_aligned, w, n, out);
+    gemv_tile<Q, Rows>(x, k, x_aligned, w, n, out);  // it waits (pdl_wait) once its first tile is on its way
 }
 
 // An all-zero block of any format (every format decodes it to zeros).
@@ -93,7 +92,7 @@ template <class Q, int MT>
 __global__ void __launch_bounds__(kQmmThreads)
     quant_gemm_kernel(const __nv_bfloat16* __restrict__ x, int32_t rows, int32_t k, const uint8_t* __restrict__ w,
                       int32_t n, int32_t per_split, float* __restrict__ out) {
-    pdl_wait();
+    // qmm_tile waits (pdl_wait) once its first weights are on their way.
     const int32_t first = int32_t(blockIdx.y) * per_split, last = min((k + kQmmK - 1) / kQmmK, first + per_split);
     qmm_tile<Q, MT>(x, rows, k, w, n, first, last, out + int64_t(blockIdx.y) * rows * n);
 }

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace minfer::cuda::tiles {
@@ -72,7 +73,8 @@ __device__ __forceinline__ void gemv_tile(const float* __restrict__ x, int32_t k
     };
 
     float acc[Rows][kFeatures] = {};
-    stage_tile(warp, 0);
+    stage_tile(warp, 0);  // weights: before the wait (pdl.cuh), in flight while the kernels before finish
+    pdl_wait();           // (moe_gemv_kernel, which reads the routing first, has waited already)
     int buf = 0;
     for (int t = warp; t < tiles; t += kWarps, buf ^= 1) {
         stage_tile(t + kWarps, buf ^ 1);
@@ -260,9 +262,13 @@ __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, in
         cp_async_commit();
     };
 
+    // The first stretch's weights are loaded before the wait (pdl.cuh): they
+    // are in flight while the kernels before this one finish. (A caller that
+    // reads what they wrote, as moe_mma_kernel does, has waited already.)
     Unit units[kUnitsPerThread];
 #pragma unroll
     for (int j = 0; j < kUnitsPerThread; ++j) units[j] = load_unit(j, first);
+    pdl_wait();
     load_x(0, first);
     if constexpr (kTwoTiles) {  // the first stretch's tile before the loop, then always one ahead
 #pragma unroll
