@@ -30,7 +30,11 @@
 #                 also eager and, unless BENCH_FP8= is empty, --quantization fp8), then
 #                 minfer_gpu_ops --bench (BENCH_OPS= skips it), all into $LOGS/bench.log;
 #                 scripts/bench_table.py makes the issues' table of it, $LOGS/bench-table.log
-#                 (copy it to kernels/cuda/BENCH.md, which the book quotes)
+#                 (copy it to kernels/cuda/BENCH.md, which the book quotes).
+#                 BENCH_BASELINE=FILE (a minfer binary, or one compressed .xz, such as an
+#                 earlier commit's build carried under .gpu/old): each run is then repeated
+#                 right after with that binary, under the same header marked "(baseline)",
+#                 which the table ignores: versions compared in one run
 #   --grammar-bench scripts/grammar_decode_bench.sh: decode speed at batch GRAMMAR_BENCH_BATCH=64
 #                 under a JSON Schema against free text, through minfer serve on
 #                 GRAMMAR_MODEL=llama3-8b:bf16 (a synthetic vocabulary of the preset's size),
@@ -394,6 +398,15 @@ if ((DO_BENCH)); then
     env "$1=0" "$MINFER" bench latency "$3" --device cuda --batch "$4" --input-len 512 --output-len 128 \
       --repetitions 3
   }
+  # BENCH_BASELINE: the binary to compare with, unpacked if compressed.
+  baseline=""
+  if [ -n "${BENCH_BASELINE:-}" ]; then
+    case "$BENCH_BASELINE" in
+      *.xz) baseline=/tmp/minfer-baseline; xz -dc "$BENCH_BASELINE" > "$baseline" && chmod +x "$baseline" ;;
+      *) baseline=$BENCH_BASELINE ;;
+    esac
+    [ -x "$baseline" ] || { echo "gpu.sh: BENCH_BASELINE=$BENCH_BASELINE is not a binary" >&2; exit 2; }
+  fi
   bench_table() {
     local spec preset dtype batch args
     for spec in ${BENCH_MODELS:-$BENCH_TABLE_MODELS}; do
@@ -410,6 +423,11 @@ if ((DO_BENCH)); then
         echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 $args"
         "$MINFER" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
           --repetitions 3 $args || return 1
+        if [ -n "$baseline" ]; then
+          echo "--- $preset:$dtype --batch $batch --input-len 512 --output-len 128 $args (baseline)"
+          "$baseline" bench latency "$path" --device cuda --batch "$batch" --input-len 512 --output-len 128 \
+            --repetitions 3 $args || return 1
+        fi
       done
       # What programmatic dependent launch is worth: the same batch without it.
       if [ "$batch" = 1 ] && [ "$dtype" = bf16 ]; then

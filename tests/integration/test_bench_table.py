@@ -34,9 +34,16 @@ def test_latency_rows_come_from_the_bench_output(tmp_path):
     out = run_minfer("bench", "latency", MODEL, "--input-len", 32, "--output-len", 8, "--repetitions", 1).stdout
     decode = next(float(l.split()[6]) for l in out.splitlines() if l.startswith("decode"))
     prefill = next(float(l.split()[6]) for l in out.splitlines() if l.startswith("prefill"))
+    # A baseline binary's run of the same workload (gpu.sh's BENCH_BASELINE) follows under a
+    # marked header; the table must keep the run before it.
+    slower = "\n".join(l.replace(l.split()[6], "1.5", 1) if l.startswith(("decode", "prefill")) else l
+                       for l in out.splitlines()) + "\n"
     log = tmp_path / "bench.log"
     log.write_text("--- llama3-1b:bf16 --batch 1 --input-len 512 --output-len 128 \n" + out +
-                   "--- llama3-8b:bf16 --batch 1 --input-len 512 --output-len 128 --quantization fp8\n" + out)
+                   "--- llama3-1b:bf16 --batch 1 --input-len 512 --output-len 128  (baseline)\n" + slower +
+                   "--- llama3-8b:bf16 --batch 1 --input-len 512 --output-len 128 --quantization fp8\n" + out +
+                   "--- llama3-8b:bf16 --batch 1 --input-len 512 --output-len 128 --quantization fp8 (baseline)\n" +
+                   slower)
     text = table(log, "--device", "a test", "--source", "here")
     rows = {l.split(" | ")[1]: l.split(" | ") for l in text.splitlines() if l.startswith("| D")}
     assert rows["llama3-1b bf16, decode batch 1"][2] == shown(decode)
