@@ -90,14 +90,15 @@ if ((PREBUILT)); then
   build=/tmp/minfer-gpu-prebuilt
   # MINFER_NATIVE=OFF: the GPU machine's processor may lack this one's instructions.
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_NATIVE=OFF >/dev/null
-  ninja -C "$build" minfer minfer_gpu_ops minfer_gpu_model minfer_ladder_exercises minfer_ladder_matmul minfer_dev_q8_0_gemv minfer_dev_k_quant_gemv
+  ninja -C "$build" minfer minfer_gpu_ops minfer_gpu_model minfer_ladder_exercises minfer_ladder_matmul minfer_dev_q8_0_gemv minfer_dev_k_quant_gemv minfer_dev_quant_gemm
   rm -rf .gpu/bin .gpu/lib
   mkdir -p .gpu/bin .gpu/lib
   cp "$build/minfer" "$build/tests/gpu/minfer_gpu_ops" "$build/tests/gpu/minfer_gpu_model" .gpu/bin/
   # Chapter 2's ladder (gpu.sh --ladder): two small programs, the CUDA runtime linked statically.
   cp "$build/kernels/cuda/ladder/minfer_ladder_exercises" "$build/kernels/cuda/ladder/minfer_ladder_matmul" .gpu/bin/
   # The kernels' experiments (gpu.sh --dev).
-  cp "$build/kernels/cuda/dev/minfer_dev_q8_0_gemv" "$build/kernels/cuda/dev/minfer_dev_k_quant_gemv" .gpu/bin/
+  cp "$build/kernels/cuda/dev/minfer_dev_q8_0_gemv" "$build/kernels/cuda/dev/minfer_dev_k_quant_gemv" \
+    "$build/kernels/cuda/dev/minfer_dev_quant_gemm" .gpu/bin/
   # The shared libraries of our dependencies; the C/C++ runtime and CUDA's are there already.
   for bin in .gpu/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
@@ -108,7 +109,7 @@ if ((PREBUILT)); then
   # Three binaries of ~25 MB each would leave little of the 64 MiB a call carries:
   # they travel compressed, and gpu.sh --prebuilt unpacks them.
   if [ -n "$GGML" ]; then
-    tar cJf .gpu/dev.tar.xz -C .gpu bin/minfer_dev_q8_0_gemv bin/minfer_dev_k_quant_gemv
+    tar cJf .gpu/dev.tar.xz -C .gpu bin/minfer_dev_q8_0_gemv bin/minfer_dev_k_quant_gemv bin/minfer_dev_quant_gemm
     ggml_bin=$(scripts/ggml-ops-bench.sh build "$GGML" | tail -1 | cut -d' ' -f1)
     xz -T0 -c "$ggml_bin" > .gpu/ggml-test-backend-ops.xz
     echo "gpu-bundle: .gpu/dev.tar.xz $(du -sh .gpu/dev.tar.xz | cut -f1), .gpu/ggml-test-backend-ops.xz $(du -sh .gpu/ggml-test-backend-ops.xz | cut -f1)"

@@ -68,7 +68,8 @@
 #   --dev         the kernels' experiments (kernels/cuda/dev): each program checks every version of
 #                 one kernel, the production one among them, against the CPU and times it on the
 #                 engine's shapes (minfer_dev_q8_0_gemv: Q8_0's GEMV on GGUF's blocks, repacked, and regrouped on int8 activations;
-#                 minfer_dev_k_quant_gemv: Q4_K's and Q6_K's on fp32 activations and with dp4a on int8 ones),
+#                 minfer_dev_k_quant_gemv: Q4_K's and Q6_K's on fp32 activations and with dp4a on int8 ones;
+#                 minfer_dev_quant_gemm: the quantized GEMM of 32 and 64 rows with one weight tile and two),
 #                 then, where .gpu/ggml-test-backend-ops.xz is carried, llama.cpp's kernels on the
 #                 down shape (scripts/ggml-ops-bench.sh), into $LOGS/dev.log
 #   --memcheck    also run minfer_gpu_ops under compute-sanitizer --tool memcheck
@@ -219,7 +220,7 @@ ladder() {
 }
 
 # The kernels' experiments: every program, one log; each exits non-zero if a version failed its check.
-DEV_PROGRAMS=(minfer_dev_q8_0_gemv minfer_dev_k_quant_gemv)
+DEV_PROGRAMS=(minfer_dev_q8_0_gemv minfer_dev_k_quant_gemv minfer_dev_quant_gemm)
 dev_programs() {
   local rc=0 p
   for p in "${DEV_PROGRAMS[@]}"; do

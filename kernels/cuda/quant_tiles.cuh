@@ -201,31 +201,36 @@ __device__ __forceinline__ int qmm_wcol(int c) { return c + (c >> 6) * 8; }
 constexpr int kQmmMaxSplits = 8;
 constexpr int kQmmMinStretches = 4;    // per split at least: each split refills its pipeline once
 
+// Weight tiles by activation tiles: the engine's choice (kernels/cuda/dev/quant_gemm.cu times both).
 constexpr int qmm_weight_tiles(int m_tiles) { return m_tiles > 2 ? 2 : 1; }
 
-inline size_t quant_gemm_smem_bytes(int m_tiles) {
-    return sizeof(__nv_bfloat16) *
-           (qmm_weight_tiles(m_tiles) * kQmmWLd * kQmmFeatures + kQmmLd * 2 * 16 * m_tiles);
+// Dynamic shared memory of qmm_tile<Q, m_tiles, weight_tiles>.
+inline size_t qmm_smem_bytes(int m_tiles, int weight_tiles) {
+    return sizeof(__nv_bfloat16) * (weight_tiles * kQmmWLd * kQmmFeatures + kQmmLd * 2 * 16 * m_tiles);
 }
+// ... with the engine's tile count.
+inline size_t quant_gemm_smem_bytes(int m_tiles) { return qmm_smem_bytes(m_tiles, qmm_weight_tiles(m_tiles)); }
 
 // One CTA's work (kQmmThreads threads): out[r, f0 + 0..127] for rows r < rows
 // <= 16 MT of x (bf16, rows of k), f0 = blockIdx.x * kQmmFeatures, over the
-// stretches [first, last) of k. MT: 16-row tiles of activations.
-template <class Q, int MT>
+// stretches [first, last) of k. MT: 16-row tiles of activations; WTiles: weight
+// tiles, 1 or 2 (qmm_smem_bytes(MT, WTiles) of dynamic shared memory).
+template <class Q, int MT, int WTiles = qmm_weight_tiles(MT)>
 __device__ __forceinline__ void qmm_tile(const __nv_bfloat16* __restrict__ x, int32_t rows, int32_t k,
                                          const uint8_t* __restrict__ w, int32_t n, int32_t first, int32_t last,
                                          float* __restrict__ out) {
     constexpr int kBlocks = kQmmK / Q::kElems;                                // per feature and stretch
     constexpr int kUnitsPerThread = kQmmFeatures * kBlocks * Q::kUnits / kQmmThreads;  // 4 or 8
     constexpr int kSteps = kQmmK / 16;                                        // m16n8k16 steps a stretch
-    constexpr bool kTwoTiles = qmm_weight_tiles(MT) == 2;
+    static_assert(WTiles == 1 || WTiles == 2, "one or two weight tiles");
+    constexpr bool kTwoTiles = WTiles == 2;
     static_assert(kQmmFeatures == 16 * (kQmmThreads / 32), "a warp owns 16 features");
     static_assert(kSteps % kUnitsPerThread == 0, "a unit decoded every kSteps / kUnitsPerThread steps");
     constexpr int kXTile = 16 * MT * kQmmLd, kWTile = kQmmFeatures * kQmmWLd;
     using Unit = typename Q::Unit;
     extern __shared__ float4 qmm_smem4[];
     __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(qmm_smem4);  // [1 or 2][kQmmFeatures][kQmmWLd]
-    __nv_bfloat16* x_s = w_s + qmm_weight_tiles(MT) * kWTile;            // [2][16 MT][kQmmLd]
+    __nv_bfloat16* x_s = w_s + WTiles * kWTile;                          // [2][16 MT][kQmmLd]
     const int32_t f0 = int32_t(blockIdx.x) * kQmmFeatures, blocks_per_row = k / Q::kElems;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g8 = lane / 4, t4 = lane % 4;
 
