@@ -10,14 +10,15 @@
 #                through scripts/gpu.sh against that prefix alone, with this system's
 #                copies of the same packages hidden in a private mount namespace, then
 #                runs `minfer run` on the bundled model with the unpacked libraries
-#   --prebuilt   also builds here (portable flags) and carries the binaries (compressed,
-#                .gpu/bin.tar.xz) and the non-system shared libraries they load (.gpu/lib;
+#   --prebuilt   also builds here (portable flags) and carries the binaries (compressed:
+#                .gpu/bin.tar.xz the engine, its tests and the ladder; .gpu/dev.tar.xz the
+#                kernel experiments) and the non-system shared libraries they load (.gpu/lib;
 #                Open MPI's too: the binaries link it, though one process never starts it)
-#                (then: bash scripts/gpu.sh --prebuilt --test)
+#                (then: bash scripts/gpu.sh --prebuilt --test; carry dev.tar.xz and .gpu/lib
+#                for gpu.sh --prebuilt --dev)
 #   --ggml DIR   with --prebuilt: also llama.cpp's kernels, ggml's test-backend-ops built from
 #                the checkout DIR (scripts/ggml-ops-bench.sh), .gpu/ggml-test-backend-ops.xz
-#                (24 MB), and our kernel experiments alone, .gpu/dev.tar.xz: carry those two
-#                and .gpu/lib (not bin.tar.xz: the four exceed 64 MiB) for gpu.sh --prebuilt --dev
+#                (24 MB), for gpu.sh --prebuilt --dev
 #
 # On the GPU machine, through the device tool with carry [".gpu"]:
 #   bash scripts/gpu.sh --build --test
@@ -108,11 +109,15 @@ if ((PREBUILT)); then
   echo "gpu-bundle: prebuilt $(ls .gpu/bin | tr '\n' ' ')and $(ls .gpu/lib | tr '\n' ' ')"
   # Three binaries of ~25 MB each would leave little of the 64 MiB a call carries:
   # they travel compressed, and gpu.sh --prebuilt unpacks them.
+  # The kernel experiments travel apart, so that a call running the engine (with an
+  # earlier build beside it, say) need not carry them.
+  tar cJf .gpu/dev.tar.xz -C .gpu bin/minfer_dev_q8_0_gemv bin/minfer_dev_k_quant_gemv bin/minfer_dev_quant_gemm
+  rm .gpu/bin/minfer_dev_*
+  echo "gpu-bundle: .gpu/dev.tar.xz $(du -sh .gpu/dev.tar.xz | cut -f1)"
   if [ -n "$GGML" ]; then
-    tar cJf .gpu/dev.tar.xz -C .gpu bin/minfer_dev_q8_0_gemv bin/minfer_dev_k_quant_gemv bin/minfer_dev_quant_gemm
     ggml_bin=$(scripts/ggml-ops-bench.sh build "$GGML" | tail -1 | cut -d' ' -f1)
     xz -T0 -c "$ggml_bin" > .gpu/ggml-test-backend-ops.xz
-    echo "gpu-bundle: .gpu/dev.tar.xz $(du -sh .gpu/dev.tar.xz | cut -f1), .gpu/ggml-test-backend-ops.xz $(du -sh .gpu/ggml-test-backend-ops.xz | cut -f1)"
+    echo "gpu-bundle: .gpu/ggml-test-backend-ops.xz $(du -sh .gpu/ggml-test-backend-ops.xz | cut -f1)"
   fi
   tar cJf .gpu/bin.tar.xz -C .gpu bin && rm -rf .gpu/bin
   echo "gpu-bundle: .gpu/bin.tar.xz $(du -sh .gpu/bin.tar.xz | cut -f1)"
