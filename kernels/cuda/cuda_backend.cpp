@@ -509,9 +509,10 @@ public:
         return true;
     }
 
-    // matmul_shared_input at the GEMVs' row counts when some matrices are Q4_K:
-    // the input quantized to int8 once and those matrices in one launch (after
-    // the others, which go one at a time). False (nothing done) when none is.
+    // matmul_shared_input at the GEMVs' row counts when some matrices take the
+    // int8 GEMV (Q4_K, Q6_K, Q8_0): the input quantized to int8 once, and those of
+    // the first such type in one launch (after the others, which go one at a
+    // time). False (nothing done) when none does.
     bool int8_group(const float* x, std::span<const MatmulTarget> targets, int32_t rows) {
         if (rows > cuda::kQuantGemvMaxRows) return false;
         cuda::QType group_type{};

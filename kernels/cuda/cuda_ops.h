@@ -207,6 +207,16 @@ constexpr int kQuantMmaMaxRows = 64;
 size_t quant_gemm_workspace_bytes(int32_t rows, int32_t k);
 void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const void* w, int32_t n, float* out,
                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
+// How launch_quant_gemm splits k over CTAs for such a matmul with that workspace:
+// `splits` CTAs along k of per_split stretches of 256 weights each, their partial
+// sums then added by launch_sum_splits (kernels/cuda/dev/quant_gemm.cu launches its
+// versions the same way).
+struct QuantGemmSplit {
+    int32_t splits, per_split;
+};
+QuantGemmSplit quant_gemm_split(int32_t rows, int32_t k, int32_t n, size_t workspace_bytes);
+// out[i] = parts[0][i] + parts[1][i] + ... (count elements a part), in that order.
+void launch_sum_splits(const float* parts, int32_t splits, int64_t count, float* out, cudaStream_t stream);
 // Whether the backend takes launch_quant_gemm for a matmul of `rows` rows (more than
 // the GEMV's, up to kQuantMmaMaxRows, the workspace large enough;
 // enabled false, CudaOptions::quant_mma off, says never, to compare it with widening + cuBLASLt).

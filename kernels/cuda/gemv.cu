@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemv_common.cuh"
 #include "kernels/cuda/load_stream.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -86,18 +87,6 @@ __device__ __forceinline__ void load_x(const float* row, int32_t c, int32_t k, b
     }
 }
 
-// The matrices of one launch: segment s has n[s] rows of `words` 16-byte words
-// (k weights, then zero padding) and owns the blocks from first_block[s] on;
-// scale[s] is null, or the FP8 tensor's scale (q, k and v each have their own).
-struct Segments {
-    const uint4* w[kGemvMaxSegments];
-    float* out[kGemvMaxSegments];
-    const float* scale[kGemvMaxSegments];
-    int32_t n[kGemvMaxSegments];
-    int32_t first_block[kGemvMaxSegments];
-    int32_t count;
-};
-
 // vec: x and its rows are 16-byte aligned.
 // Features per warp and words per feature in flight, by row count: every
 // activation a lane loads serves the warp's features, so more rows want more
@@ -139,10 +128,10 @@ __device__ __forceinline__ void load_stretch(const uint4* const (&rows)[kFeature
 template <class Format, int Rows, int kFeatures = Tiling<Format, Rows>::features(),
           int kUnroll = Tiling<Format, Rows>::unroll(), bool kPrefetch = Tiling<Format, Rows>::prefetch()>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ Segments segs, int32_t words) {
+    gemv_kernel(const float* __restrict__ x, int32_t k, bool vec, const __grid_constant__ GemvSegments segs,
+                int32_t words) {
     constexpr int E = Format::kPerWord;
-    int seg = 0;
-    while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
+    const int seg = gemv_segment(segs);
     const uint4* __restrict__ w = segs.w[seg];
     float* __restrict__ out = segs.out[seg];
     const int32_t n = segs.n[seg];
@@ -159,11 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_wait();
     if (f0 >= n) return;  // the whole warp
 
-    float acc[Rows][kFeatures];
-#pragma unroll
-    for (int r = 0; r < Rows; ++r)
-#pragma unroll
-        for (int f = 0; f < kFeatures; ++f) acc[r][f] = 0.0f;
+    float acc[Rows][kFeatures] = {};
 
     for (int c0 = lane; c0 < words; c0 += 32 * kUnroll) {
         // Issue every load of this stretch (or, prefetching, of the next) before using any.
@@ -196,16 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                 for (int f = 0; f < kFeatures; ++f) wv[u][f] = next[u][f];
     }
 
-    const float s = segs.scale[seg] ? *segs.scale[seg] : 1.0f;
-#pragma unroll
-    for (int r = 0; r < Rows; ++r)
-#pragma unroll
-        for (int f = 0; f < kFeatures; ++f) {
-            float v = acc[r][f];
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0 && f0 + f < n) out[size_t(r) * n + f0 + f] = v * s;
-        }
+    store_warp_sums(acc, lane, f0, n, segs.scale[seg] ? *segs.scale[seg] : 1.0f, out);
 }
 
 template <class Format, int Rows, int Features = Tiling<Format, Rows>::features(),
@@ -213,18 +189,8 @@ template <class Format, int Rows, int Features = Tiling<Format, Rows>::features(
 void gemv(const float* x, int32_t k, const GemvTarget* targets, int32_t count, int32_t words, const float* const* scales,
           cudaStream_t stream) {
     const bool vec = is_aligned(x, 16) && k % 4 == 0;
-    const int32_t per_block = kWarps * Features;
-    Segments segs{};
     int32_t blocks = 0;
-    for (int32_t i = 0; i < count; ++i) {
-        segs.w[i] = static_cast<const uint4*>(targets[i].w);
-        segs.out[i] = targets[i].out;
-        segs.scale[i] = scales ? scales[i] : nullptr;
-        segs.n[i] = targets[i].n;
-        segs.first_block[i] = blocks;
-        blocks += (targets[i].n + per_block - 1) / per_block;
-    }
-    segs.count = count;
+    const GemvSegments segs = gemv_segments(targets, count, scales, kWarps * Features, blocks);
     launch_pdl(gemv_kernel<Format, Rows, Features, Unroll, Prefetch>, unsigned(blocks), kWarps * 32, 0, stream, x, k, vec, segs,
                words);
 }

@@ -33,6 +33,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemv_common.cuh"
 #include "kernels/cuda/int8_act.cuh"
 #include "kernels/cuda/load_stream.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -61,7 +62,7 @@ __global__ void quantize_int8_kernel(const float* __restrict__ x, int64_t count,
         sum += __shfl_xor_sync(0xffffffffu, sum, off);
     }
     const float d = amax / 127.0f;
-    q[i] = int8_t(d > 0.0f ? __float2int_rn(v / d) : 0);
+    q[i] = int8_level(v, d);
     if (threadIdx.x % 32 == 0) ds[i / kGroup] = make_float2(d, sum);
 }
 
@@ -191,16 +192,6 @@ struct Q8x8 {
     }
 };
 
-// The matrices of one launch (q/k/v, gate/up): segment s has n[s] rows and owns
-// the CTAs from first_block[s] on.
-struct Int8Segments {
-    const uint4* w[kGemvMaxSegments];
-    float* out[kGemvMaxSegments];
-    int32_t n[kGemvMaxSegments];
-    int32_t first_block[kGemvMaxSegments];
-    int32_t count;
-};
-
 // Features a warp by row count: every activation word a lane loads serves them
 // all, so more rows want more. At one row the next unit's loads are issued
 // before this one's are used: a row of 4,096 is only 128 units, four a lane.
@@ -212,10 +203,9 @@ struct Int8Tiling {
 
 template <class Fmt, int Rows, int F = Int8Tiling<Rows>::features(), bool kPrefetch = Int8Tiling<Rows>::prefetch()>
 __global__ void __launch_bounds__(kWarps * 32)
-    int8_gemv_kernel(Int8Act act, int32_t k, const __grid_constant__ Int8Segments segs) {
+    int8_gemv_kernel(Int8Act act, int32_t k, const __grid_constant__ GemvSegments segs) {
     using Unit = typename Fmt::Unit;
-    int seg = 0;
-    while (seg + 1 < segs.count && int32_t(blockIdx.x) >= segs.first_block[seg + 1]) ++seg;
+    const int seg = gemv_segment(segs);
     const int32_t n = segs.n[seg];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int32_t f0 = ((int32_t(blockIdx.x) - segs.first_block[seg]) * kWarps + warp) * F;
@@ -235,11 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_wait();
     if (f0 >= n) return;  // the whole warp
 
-    float acc[Rows][F];
-#pragma unroll
-    for (int r = 0; r < Rows; ++r)
-#pragma unroll
-        for (int f = 0; f < F; ++f) acc[r][f] = 0.0f;
+    float acc[Rows][F] = {};
 
     for (int32_t c = lane; c < units; c += 32) {
         Unit next[F];
@@ -268,30 +254,13 @@ __global__ void __launch_bounds__(kWarps * 32)
             for (int f = 0; f < F; ++f) u[f] = next[f];
     }
 
-    float* __restrict__ out = segs.out[seg];
-#pragma unroll
-    for (int r = 0; r < Rows; ++r)
-#pragma unroll
-        for (int f = 0; f < F; ++f) {
-            float v = acc[r][f];
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0 && f0 + f < n) out[size_t(r) * n + f0 + f] = v;
-        }
+    store_warp_sums(acc, lane, f0, n, 1.0f, segs.out[seg]);
 }
 
 template <class Fmt, int Rows, int F = Int8Tiling<Rows>::features(), bool Prefetch = Int8Tiling<Rows>::prefetch()>
 void int8_gemv(const void* act, int32_t k, const GemvTarget* targets, int32_t count, cudaStream_t stream) {
-    Int8Segments segs{};
     int32_t blocks = 0;
-    for (int32_t i = 0; i < count; ++i) {
-        segs.w[i] = static_cast<const uint4*>(targets[i].w);
-        segs.out[i] = targets[i].out;
-        segs.n[i] = targets[i].n;
-        segs.first_block[i] = blocks;
-        blocks += (targets[i].n + kWarps * F - 1) / (kWarps * F);
-    }
-    segs.count = count;
+    const GemvSegments segs = gemv_segments(targets, count, nullptr, kWarps * F, blocks);
     launch_pdl(int8_gemv_kernel<Fmt, Rows, F, Prefetch>, unsigned(blocks), kWarps * 32, 0, stream,
                int8_act_parts(const_cast<void*>(act), Rows, k), k, segs);
 }

@@ -24,6 +24,10 @@ inline Int8Act int8_act_parts(void* act, int32_t rows, int32_t k) {
     return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float2*>(base + q_bytes)};
 }
 
+// The level of activation v in a group of scale d = max |x| / 127: round(v / d),
+// 0 throughout an all-zero group.
+__device__ __forceinline__ int8_t int8_level(float v, float d) { return int8_t(d > 0.0f ? __float2int_rn(v / d) : 0); }
+
 // Four consecutive activations a lane, eight lanes (aligned in the warp) a
 // group of 32 starting at flat index 4 * i, i the lane's quad: every lane of
 // the warp must call it (it shuffles with the full mask).
@@ -36,7 +40,7 @@ __device__ __forceinline__ void store_int8_quad(float4 y, int64_t i, Int8Act act
         sum += __shfl_xor_sync(0xffffffffu, sum, off);
     }
     const float d = amax / 127.0f;
-    auto level = [d](float v) { return uint32_t(uint8_t(int8_t(d > 0.0f ? __float2int_rn(v / d) : 0))); };
+    auto level = [d](float v) { return uint32_t(uint8_t(int8_level(v, d))); };
     reinterpret_cast<uint32_t*>(act.q)[i] = level(y.x) | level(y.y) << 8 | level(y.z) << 16 | level(y.w) << 24;
     if (i % 8 == 0) act.ds[i / 8] = make_float2(d, sum);
 }

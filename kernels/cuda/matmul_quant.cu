@@ -216,15 +216,9 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
     auto* xb = static_cast<__nv_bfloat16*>(workspace);
     launch_rows_to_bf16(x, rows, k, k, xb, stream);
 
-    // Splits of k: two waves of CTAs (one fits an SM), each split kQmmMinStretches stretches
-    // at least, and their partial sums beside xb in the workspace.
-    const int32_t tiles = (n + kQmmFeatures - 1) / kQmmFeatures, stretches = (k + kQmmK - 1) / kQmmK;
-    const size_t part_bytes = sizeof(float) * size_t(rows) * n;
-    int32_t splits = std::min({(2 * sm_count() + tiles - 1) / tiles, kQmmMaxSplits,
-                               std::max(1, stretches / kQmmMinStretches)});
-    while (splits > 1 && x_bytes + splits * part_bytes > workspace_bytes) --splits;
-    const int32_t per_split = (stretches + splits - 1) / splits;
-    splits = (stretches + per_split - 1) / per_split;  // none empty
+    // The partial sums of the splits of k go beside xb in the workspace.
+    const QuantGemmSplit split = quant_gemm_split(rows, k, n, workspace_bytes);
+    const int32_t splits = split.splits, per_split = split.per_split;
     float* parts = splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + x_bytes) : out;
     with_type(t, [&](auto q) {
         using Q = decltype(q);
@@ -235,12 +229,25 @@ void launch_quant_gemm(QType t, const float* x, int32_t rows, int32_t k, const v
             default: quant_gemm<Q, 4>(xb, rows, k, w, n, splits, per_split, parts, stream); break;
         }
     });
-    if (splits > 1) {
-        const int64_t count = int64_t(rows) * n;
-        launch_pdl(sum_splits_kernel, unsigned(std::min<int64_t>((count + 255) / 256, 4 * sm_count())), 256, 0,
-                   stream, static_cast<const float*>(parts), splits, count, out);
-    }
+    if (splits > 1) launch_sum_splits(parts, splits, int64_t(rows) * n, out, stream);
     CUDA_CHECK_LAUNCH();
+}
+
+QuantGemmSplit quant_gemm_split(int32_t rows, int32_t k, int32_t n, size_t workspace_bytes) {
+    // Two waves of CTAs (one fits an SM), each split kQmmMinStretches stretches at
+    // least, as many as the workspace holds partial sums for, none empty.
+    const int32_t tiles = (n + kQmmFeatures - 1) / kQmmFeatures, stretches = (k + kQmmK - 1) / kQmmK;
+    const size_t x_bytes = quant_gemm_workspace_bytes(rows, k), part_bytes = sizeof(float) * size_t(rows) * n;
+    int32_t splits = std::min({(2 * sm_count() + tiles - 1) / tiles, kQmmMaxSplits,
+                               std::max(1, stretches / kQmmMinStretches)});
+    while (splits > 1 && x_bytes + splits * part_bytes > workspace_bytes) --splits;
+    const int32_t per_split = (stretches + splits - 1) / splits;
+    return {(stretches + per_split - 1) / per_split, per_split};
+}
+
+void launch_sum_splits(const float* parts, int32_t splits, int64_t count, float* out, cudaStream_t stream) {
+    launch_pdl(sum_splits_kernel, unsigned(std::min<int64_t>((count + 255) / 256, 4 * sm_count())), 256, 0, stream,
+               parts, splits, count, out);
 }
 
 void launch_quant_embedding(QType t, const DeviceStep& st, const void* w, int32_t k, TableRows rows, float* out,

@@ -25,7 +25,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -56,32 +55,10 @@ __global__ void __launch_bounds__(tiles::kQmmThreads)
     tiles::qmm_tile<Q, MT, WTiles>(x, rows, k, w, n, first, last, out + int64_t(blockIdx.y) * rows * n);
 }
 
-// out[i] = parts[0][i] + parts[1][i] + ..., in that order (as sum_splits_kernel).
-__global__ void sum_kernel(const float* __restrict__ parts, int32_t splits, int64_t count, float* __restrict__ out) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-        float sum = 0.0f;
-        for (int32_t p = 0; p < splits; ++p) sum += parts[p * count + i];
-        out[i] = sum;
-    }
-}
-
-// The engine's split of k (launch_quant_gemm): two waves of CTAs, kQmmMinStretches
-// stretches a split at least, none empty.
-struct Split {
-    int32_t splits, per_split;
-};
-Split split_for(int32_t n, int32_t k) {
-    const int32_t feature_tiles = (n + tiles::kQmmFeatures - 1) / tiles::kQmmFeatures;
-    const int32_t stretches = (k + tiles::kQmmK - 1) / tiles::kQmmK;
-    int32_t splits = std::min({(2 * ladder::sm_count() + feature_tiles - 1) / feature_tiles, tiles::kQmmMaxSplits,
-                               std::max(1, stretches / tiles::kQmmMinStretches)});
-    const int32_t per_split = (stretches + splits - 1) / splits;
-    return {(stretches + per_split - 1) / per_split, per_split};
-}
-
+// The engine's split of k (cu::quant_gemm_split) and sum of the splits.
 template <class Q, int MT, int WTiles>
-void launch(const __nv_bfloat16* x, int32_t rows, int32_t k, const uint8_t* w, int32_t n, Split s, float* parts,
-            float* out) {
+void launch(const __nv_bfloat16* x, int32_t rows, int32_t k, const uint8_t* w, int32_t n, cu::QuantGemmSplit s,
+            float* parts, float* out) {
     static bool opted_in = false;
     const size_t smem = tiles::qmm_smem_bytes(MT, WTiles);
     if (!opted_in) {
@@ -92,11 +69,7 @@ void launch(const __nv_bfloat16* x, int32_t rows, int32_t k, const uint8_t* w, i
     const dim3 grid(unsigned((n + tiles::kQmmFeatures - 1) / tiles::kQmmFeatures), unsigned(s.splits));
     qmm_kernel<Q, MT, WTiles><<<grid, tiles::kQmmThreads, smem>>>(x, rows, k, w, n, s.per_split,
                                                                   s.splits > 1 ? parts : out);
-    if (s.splits > 1) {
-        const int64_t count = int64_t(rows) * n;
-        sum_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4 * ladder::sm_count())), 256>>>(parts, s.splits,
-                                                                                                  count, out);
-    }
+    if (s.splits > 1) cu::launch_sum_splits(parts, s.splits, int64_t(rows) * n, out, nullptr);
 }
 
 float bf16_to_float(uint16_t h) {
@@ -133,11 +106,11 @@ bool run_shape(dev::KQuant type, cu::QType qtype, const char* type_name, const d
         ref.insert(ref.end(), part.begin(), part.end());
     }
 
-    const Split split = split_for(s.n, s.k);
     const size_t count = size_t(rows) * s.n;
-    ladder::DeviceArray<float> out(count), parts(count * size_t(split.splits));
     const size_t ws_bytes = cu::quant_gemm_workspace_bytes(rows, s.k) + sizeof(float) * count * tiles::kQmmMaxSplits;
     ladder::DeviceArray<uint8_t> workspace(ws_bytes);
+    const cu::QuantGemmSplit split = cu::quant_gemm_split(rows, s.k, s.n, ws_bytes);
+    ladder::DeviceArray<float> out(count), parts(count * size_t(split.splits));
     std::printf("\n%s %s n=%d k=%d rows=%d (%.1f MB of blocks, %d split%s of k)\n", type_name, s.name, s.n, s.k, rows,
                 bytes / 1e6, split.splits, split.splits > 1 ? "s" : "");
 
